@@ -1,0 +1,113 @@
+// Package boot is the job bootstrap that runs before the network is up: who am
+// I, how many are we, which host is everyone on, and an out-of-band exchange
+// (all-gather) and barrier through whatever started the job.
+//
+// A Bootstrap is produced by a spawner-specific implementation:
+//
+//   - the launcher's Unix socket (gexrun and the in-test launcher), see Connect;
+//   - a job of one rank when the program was started without a launcher, see Singleton;
+//   - later: ssh-spawned ranks (same wire protocol, relayed) and PMI (Slurm, hydra).
+//
+// Conduits consume only the Bootstrap interface, so new spawners slot in
+// without change above this package.
+package boot
+
+import (
+	"errors"
+	"os"
+	"strconv"
+)
+
+// Environment variables read by FromEnv. The launcher sets all of them for
+// every rank; GEX_HOST may also be set by a user or test to split one machine
+// into several pretend hosts.
+const (
+	EnvRank      = "GEX_RANK"       // this process's job rank, 0..size-1
+	EnvSize      = "GEX_SIZE"       // number of ranks in the job
+	EnvLocalRank = "GEX_LOCAL_RANK" // index of this rank among the ranks of its host
+	EnvBoot      = "GEX_BOOT"       // address of the launcher's bootstrap socket ("@name" = abstract Unix socket)
+	EnvJobID     = "GEX_JOBID"      // job identifier, unique per launch (used in names of shared objects)
+	EnvHost      = "GEX_HOST"       // host identity override for the nbrhd/host computation
+)
+
+// Bootstrap is the out-of-band channel every rank has before any conduit is
+// up. Its collectives (AllGather, Barrier) must be called by every rank in the
+// same order. Implementations are safe for use by one goroutine at a time for
+// collectives; Abort and Exit may be called from any goroutine.
+type Bootstrap interface {
+	// Rank is this process's job rank, in [0, Size()).
+	Rank() int
+	// Size is the number of ranks in the job (>= 1).
+	Size() int
+	// JobID identifies this launch; it is unique among concurrently running jobs
+	// of this host and safe to embed in object names ([A-Za-z0-9_-]).
+	JobID() string
+	// Host is this rank's host identity: the value of GEX_HOST if set, else
+	// the machine's hostname. Ranks with equal Host strings share a host.
+	Host() string
+
+	// AllGather contributes mine and returns every rank's contribution,
+	// indexed by rank. Contributions may differ in length. The returned slices
+	// are owned by the caller.
+	AllGather(mine []byte) ([][]byte, error)
+	// Barrier returns once every rank has entered it.
+	Barrier() error
+
+	// Exit asks the launcher to end the whole job with the given exit code
+	// (gasnet_exit semantics: every rank ends with that code). It does not return:
+	// it exits this process with code once the launcher acknowledged (or after a
+	// short grace period if it cannot be reached).
+	Exit(code int)
+	// Abort reports a fatal error for this rank (msg is printed by the
+	// launcher) and exits this process non-zero. It does not return.
+	Abort(msg string)
+
+	// OnExit registers fn to run before this process exits because the job is
+	// ending (another rank called Exit, the launcher went away, or Abort).
+	// Used to release resources; fn must be quick and must not block.
+	OnExit(fn func())
+
+	// Close releases the bootstrap channel. After Close, collectives fail.
+	Close() error
+}
+
+// ErrClosed is returned by collectives on a closed Bootstrap.
+var ErrClosed = errors.New("boot: bootstrap is closed")
+
+// FromEnv returns the Bootstrap for this process: a connection to the launcher
+// when GEX_BOOT is set, otherwise a job of one rank (Singleton).
+func FromEnv() (Bootstrap, error) {
+	if addr := os.Getenv(EnvBoot); addr != "" {
+		rank, err := envInt(EnvRank)
+		if err != nil {
+			return nil, err
+		}
+		size, err := envInt(EnvSize)
+		if err != nil {
+			return nil, err
+		}
+		return Connect(addr, rank, size, os.Getenv(EnvJobID), HostIdentity())
+	}
+	return Singleton(HostIdentity()), nil
+}
+
+// HostIdentity returns GEX_HOST if set, else the hostname.
+func HostIdentity() string {
+	if h := os.Getenv(EnvHost); h != "" {
+		return h
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}
+
+func envInt(name string) (int, error) {
+	v := os.Getenv(name)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, errors.New("boot: environment variable " + name + "=" + strconv.Quote(v) + " is not a non-negative integer")
+	}
+	return n, nil
+}
