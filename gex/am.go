@@ -1,0 +1,448 @@
+package gex
+
+import (
+	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/gctx"
+)
+
+// AMFn is an AM handler (gex_AM_Fn_t). payload is nil for a Short; for a
+// Medium it is the payload, valid only until the handler returns; for a Long
+// it is the payload already placed in this rank's segment at the address the
+// initiator chose (t.Addr()). args holds exactly the registered number of
+// arguments. The handler must not retain t, payload (Medium) or args.
+//
+// Handlers run inside library calls that poll (Poll, BlockUntil, Wait, and
+// waits for send resources) or on the receive goroutine. Inside a handler only
+// the calls the spec lists under "Calls from restricted context" are
+// permitted; a Request handler may send at most one Reply through t.
+type AMFn func(t *Token, payload []byte, args []AMArg)
+
+// AMEntry describes one AM handler (gex_AM_Entry_t).
+type AMEntry struct {
+	// Index is 0 ("don't care": assigned by RegisterHandlers, which writes it
+	// back) or in [AMIndexBase, 255].
+	Index AMIndex
+	Fn    AMFn
+	// Flags must OR one category (FlagAMShort, FlagAMMedium, FlagAMLong,
+	// FlagAMMedLong) with one of FlagAMRequest, FlagAMReply, FlagAMReqRep.
+	Flags Flags
+	// NArgs is the number of arguments every invocation carries, in [0, MaxArgs].
+	NArgs int
+	CData any    // available to the handler through Token.Info
+	Name  string // used in messages
+}
+
+func (e *AMEntry) label() string {
+	if e.Name != "" {
+		return e.Name
+	}
+	return "handler " + itoa(int(e.Index))
+}
+
+// RegisterHandlers implements gex_EP_RegisterHandlers. Entries with a fixed
+// Index are registered first; then entries with Index 0, in table order, get the
+// highest index still free (255 downward) and Index is updated in the table.
+// Fixed indices must be unique across the table and all earlier calls. Either
+// every entry is registered or, on error, none.
+func (ep *EP) RegisterHandlers(table []AMEntry) error {
+	const op = "RegisterHandlers"
+	if err := ep.c.checkRestricted(op); err != nil {
+		return err
+	}
+	ep.regMu.Lock()
+	defer ep.regMu.Unlock()
+	var used [256]bool
+	for i := AMIndexBase; i < 256; i++ {
+		used[i] = ep.handlers[i].Load() != nil
+	}
+	free := 0
+	for i := AMIndexBase; i < 256; i++ {
+		if !used[i] {
+			free++
+		}
+	}
+	dontCare := 0
+	for i := range table {
+		e := &table[i]
+		if e.Fn == nil {
+			return badArg(op, "table[%d] (%s): Fn is nil", i, e.label())
+		}
+		if err := checkEntryFlags(e.Flags); err != nil {
+			return badArg(op, "table[%d] (%s): %v", i, e.label(), err)
+		}
+		if e.NArgs < 0 || e.NArgs > MaxArgs {
+			return badArg(op, "table[%d] (%s): NArgs %d out of range [0, %d]", i, e.label(), e.NArgs, MaxArgs)
+		}
+		if e.Index == 0 {
+			dontCare++
+			continue
+		}
+		if e.Index < AMIndexBase {
+			return badArg(op, "table[%d] (%s): Index %d is below AMIndexBase (%d); use [%d, 255] or 0", i, e.label(), e.Index, AMIndexBase, AMIndexBase)
+		}
+		if used[e.Index] {
+			return badArg(op, "table[%d] (%s): Index %d is already registered", i, e.label(), e.Index)
+		}
+		used[e.Index] = true
+		free--
+	}
+	if dontCare > free {
+		return resourceErr(op, "%d entries with Index 0 but only %d free indices in [%d, 255]", dontCare, free, AMIndexBase)
+	}
+	// All checks passed: assign and publish.
+	next := 255
+	for i := range table {
+		e := &table[i]
+		if e.Index == 0 {
+			for used[next] {
+				next--
+			}
+			used[next] = true
+			e.Index = AMIndex(next)
+		}
+		cp := *e
+		ep.handlers[e.Index].Store(&cp)
+	}
+	return nil
+}
+
+// registerInternal installs a library handler at an index below AMIndexBase.
+func (ep *EP) registerInternal(e AMEntry) {
+	if e.Index == 0 || e.Index >= AMIndexBase || checkEntryFlags(e.Flags) != nil {
+		panic("gex: bad internal handler entry")
+	}
+	ep.handlers[e.Index].Store(&e)
+}
+
+func checkEntryFlags(f Flags) error {
+	cat, rr := f&amCategoryMask, f&amReqRepMask
+	if f&^(amCategoryMask|amReqRepMask) != 0 {
+		return badArg("RegisterHandlers", "Flags %v include flags other than GEX_FLAG_AM_*", f&^(amCategoryMask|amReqRepMask))
+	}
+	if cat != FlagAMShort && cat != FlagAMMedium && cat != FlagAMLong && cat != FlagAMMedLong {
+		return badArg("RegisterHandlers", "Flags %v must include exactly one of GEX_FLAG_AM_SHORT, _MEDIUM, _LONG, _MEDLONG", f)
+	}
+	if rr == 0 {
+		return badArg("RegisterHandlers", "Flags %v must include GEX_FLAG_AM_REQUEST, _REPLY or _REQREP", f)
+	}
+	return nil
+}
+
+// Token names the AM being handled (gex_Token_t). It is valid only inside the
+// handler it was passed to.
+type Token struct {
+	c       *Client
+	src     int
+	entry   *AMEntry
+	dest    Addr
+	g       uintptr
+	isReq   bool
+	isLong  bool
+	live    bool
+	replied bool
+}
+
+// TI selects Token.Info fields (gex_TI_t).
+type TI uint32
+
+// Token info selectors. All are supported on every conduit.
+const (
+	TISrcRank TI = 1 << iota // GEX_TI_SRCRANK
+	TIEP                     // GEX_TI_EP
+	TIEntry                  // GEX_TI_ENTRY
+	TIIsReq                  // GEX_TI_IS_REQ
+	TIIsLong                 // GEX_TI_IS_LONG
+	TIAll     = TISrcRank | TIEP | TIEntry | TIIsReq | TIIsLong
+)
+
+// TokenInfo is gex_Token_Info_t.
+type TokenInfo struct {
+	SrcRank Rank     // job rank of the sender
+	EP      *EP      // receiving endpoint
+	Entry   *AMEntry // the running handler's entry (library-owned: do not modify)
+	IsReq   bool
+	IsLong  bool
+}
+
+// Info implements gex_Token_Info. Every field is always filled in; the
+// returned mask is TIAll.
+func (t *Token) Info(mask TI) (TokenInfo, TI) {
+	return TokenInfo{SrcRank: Rank(t.src), EP: t.c.ep, Entry: t.entry, IsReq: t.isReq, IsLong: t.isLong}, TIAll
+}
+
+// Addr is, for a Long, the destination address the initiator passed (also when
+// the payload is empty), and 0 otherwise.
+func (t *Token) Addr() Addr { return t.dest }
+
+// deliver is the conduit's Delivery: it re-checks every incoming AM against
+// the handler table and the segment bounds (nothing a peer sends may make this
+// rank write outside its segment or crash), then runs the handler.
+func (c *Client) deliver(in *conduit.Incoming) {
+	e := c.ep.handlers[in.Handler].Load()
+	if e == nil {
+		c.reject(in, "handler index %d is not registered", in.Handler)
+		return
+	}
+	var want Flags
+	switch in.Cat {
+	case conduit.Short:
+		want = FlagAMShort
+	case conduit.Medium:
+		want = FlagAMMedium
+	case conduit.Long:
+		want = FlagAMLong
+	}
+	if e.Flags&want == 0 {
+		c.reject(in, "%s was registered with %v but arrived as a %v", e.label(), e.Flags&amCategoryMask, in.Cat)
+		return
+	}
+	if in.IsReq && e.Flags&FlagAMRequest == 0 || !in.IsReq && e.Flags&FlagAMReply == 0 {
+		c.reject(in, "%s was registered with %v but arrived as a %s", e.label(), e.Flags&amReqRepMask, reqRepWord(in.IsReq))
+		return
+	}
+	if int(in.NArgs) != e.NArgs {
+		c.reject(in, "%s takes %d args but the AM carries %d", e.label(), e.NArgs, in.NArgs)
+		return
+	}
+	payload := in.Payload
+	if in.Cat == conduit.Short {
+		payload = nil
+	} else if in.Cat == conduit.Long && len(in.Payload) > 0 {
+		seg := c.ep.seg.Load()
+		if seg == nil {
+			c.reject(in, "Long of %d bytes to %#x but no segment is attached", len(in.Payload), in.Dest)
+			return
+		}
+		off, ok := seg.offsetOf(Addr(in.Dest), uint64(len(in.Payload)))
+		if !ok {
+			c.reject(in, "Long destination [%#x, +%d) is outside the segment [%#x, +%d)", in.Dest, len(in.Payload), seg.addr, len(seg.mem))
+			return
+		}
+		dst := seg.mem[off : off+uint64(len(in.Payload))]
+		if !in.Placed {
+			copy(dst, in.Payload)
+		}
+		payload = dst
+	}
+	t := &c.repTok
+	if in.IsReq {
+		t = &c.reqTok
+	}
+	g := gctx.ID()
+	t.src, t.entry, t.dest, t.g = in.Src, e, Addr(in.Dest), g
+	t.isReq, t.isLong, t.replied, t.live = in.IsReq, in.Cat == conduit.Long, false, true
+	c.handlerG.add(g)
+	e.Fn(t, payload, in.Args[:in.NArgs])
+	c.handlerG.remove(g)
+	t.live = false
+}
+
+func reqRepWord(isReq bool) string {
+	if isReq {
+		return "Request"
+	}
+	return "Reply"
+}
+
+// reject drops a malformed AM and says so, naming the sender.
+func (c *Client) reject(in *conduit.Incoming, format string, args ...any) {
+	c.rejected.Add(1)
+	if c.rejectLog.Add(1) <= 20 {
+		c.logf("rejected AM %v %s from rank %d: "+format, append([]any{in.Cat, reqRepWord(in.IsReq), in.Src}, args...)...)
+	}
+}
+
+// offsetOf returns the offset of [a, a+n) in s, if it lies inside s.
+func (s *Segment) offsetOf(a Addr, n uint64) (uint64, bool) {
+	if a < s.addr {
+		return 0, false
+	}
+	off := uint64(a - s.addr)
+	size := uint64(len(s.mem))
+	if off > size || n > size-off {
+		return 0, false
+	}
+	return off, true
+}
+
+// amSpec is one AM injection as the API caller described it.
+type amSpec struct {
+	op      string
+	cat     conduit.Category
+	isReq   bool
+	dst     int // job rank
+	h       AMIndex
+	payload []byte
+	dest    Addr
+	lc      *Event
+	flags   Flags
+}
+
+// RequestShort implements gex_AM_RequestShort[M]. With FlagImmediate it
+// returns ErrNoOp, having initiated nothing, if it would have to wait.
+func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) error {
+	if err := tm.checkRank("RequestShort", rank); err != nil {
+		return err
+	}
+	return tm.c.sendAM(amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, dst: tm.jobrank(rank), h: h, flags: flags}, args)
+}
+
+// RequestMedium implements gex_AM_RequestMedium[M]. lc is the local completion
+// option: nil or EventNow, EventGroup, or a pointer to an Event that receives a
+// local-completion event. The payload is copied before RequestMedium returns,
+// so local completion is immediate and *lc receives EventInvalid.
+func (tm *TM) RequestMedium(rank Rank, h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
+	if err := tm.checkRank("RequestMedium", rank); err != nil {
+		return err
+	}
+	return tm.c.sendAM(amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, lc: lc, flags: flags}, args)
+}
+
+// RequestLong implements gex_AM_RequestLong[M]: payload is placed at dest in
+// the target's bound segment (an owner address, or an offset with
+// FlagPeerSegOffset) before the handler runs there. lc as for RequestMedium.
+func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *Event, flags Flags, args ...AMArg) error {
+	if err := tm.checkRank("RequestLong", rank); err != nil {
+		return err
+	}
+	return tm.c.sendAM(amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+}
+
+// ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
+// Request handler that received t, and not while holding an HSL.
+func (t *Token) ReplyShort(h AMIndex, flags Flags, args ...AMArg) error {
+	return t.reply(amSpec{op: "ReplyShort", cat: conduit.Short, h: h, flags: flags}, args)
+}
+
+// ReplyMedium implements gex_AM_ReplyMedium[M]. lc as for RequestMedium, except
+// that EventGroup is not permitted.
+func (t *Token) ReplyMedium(h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
+	return t.reply(amSpec{op: "ReplyMedium", cat: conduit.Medium, h: h, payload: payload, lc: lc, flags: flags}, args)
+}
+
+// ReplyLong implements gex_AM_ReplyLong[M]. lc as for ReplyMedium.
+func (t *Token) ReplyLong(h AMIndex, payload []byte, dest Addr, lc *Event, flags Flags, args ...AMArg) error {
+	return t.reply(amSpec{op: "ReplyLong", cat: conduit.Long, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+}
+
+// checkReply checks that t may send a Reply from the calling goroutine now.
+func (t *Token) checkReply(op string) error {
+	if t == nil || !t.live || t.g != gctx.ID() {
+		return &restrictedError{op: op, why: "outside the AM handler that received the token (Replies are only permitted inside a Request handler)"}
+	}
+	if !t.isReq {
+		return &restrictedError{op: op, why: "in a Reply handler (Replies are only permitted inside a Request handler)"}
+	}
+	if t.replied {
+		return badArg(op, "this Request handler already sent its Reply (at most one per Request)")
+	}
+	if hslHolders.has(t.g) {
+		return &restrictedError{op: op, why: "while holding a handler-safe lock (HSL)"}
+	}
+	return nil
+}
+
+func (t *Token) reply(s amSpec, args []AMArg) error {
+	if err := t.checkReply(s.op); err != nil {
+		return err
+	}
+	s.dst = t.src
+	err := t.c.inject(s, args)
+	if err == nil {
+		t.replied = true
+	}
+	return err
+}
+
+// sendAM is the Request path: restricted-context check, then inject.
+func (c *Client) sendAM(s amSpec, args []AMArg) error {
+	if err := c.checkRestricted(s.op); err != nil {
+		return err
+	}
+	return c.inject(s, args)
+}
+
+// inject validates an AM and hands it to the conduit. It does not allocate on
+// success.
+func (c *Client) inject(s amSpec, args []AMArg) error {
+	hdr, cflags, err := c.buildHeader(s, len(args))
+	if err != nil {
+		return err
+	}
+	copy(hdr.Args[:], args)
+	if err := c.cd.Send(s.dst, hdr, s.payload, cflags); err != nil {
+		if err == conduit.ErrWouldBlock {
+			return ErrNoOp
+		}
+		return resourceErr(s.op, "%v", err)
+	}
+	if s.lc != nil && !isLCSentinel(s.lc) {
+		*s.lc = EventInvalid // payload copied during the call: locally complete
+	}
+	return nil
+}
+
+// buildHeader checks everything about an injection that the initiator can
+// check and returns the conduit header (without args) and send flags.
+func (c *Client) buildHeader(s amSpec, nargs int) (conduit.Header, conduit.SendFlags, error) {
+	var hdr conduit.Header
+	if s.h < AMIndexBase {
+		return hdr, 0, badArg(s.op, "handler index %d is below AMIndexBase (%d): client handlers live in [%d, 255]", s.h, AMIndexBase, AMIndexBase)
+	}
+	if nargs > MaxArgs {
+		return hdr, 0, badArg(s.op, "%d handler args exceed MaxArgs (%d)", nargs, MaxArgs)
+	}
+	allowed := amInjectAllowed
+	if s.cat == conduit.Long {
+		allowed |= FlagPeerSegOffset
+	}
+	if bad := s.flags &^ allowed; bad != 0 {
+		return hdr, 0, badArg(s.op, "flags %v are not valid for AM injection", bad)
+	}
+	if s.cat != conduit.Short {
+		if s.lc == EventDefer {
+			return hdr, 0, badArg(s.op, "lc_opt EventDefer is not permitted for AMs (use EventNow, EventGroup or an *Event)")
+		}
+		if s.lc == EventGroup && !s.isReq {
+			return hdr, 0, badArg(s.op, "lc_opt EventGroup is not permitted for Replies")
+		}
+	}
+	lim := c.cd.Limits(s.dst)
+	n := len(s.payload)
+	switch s.cat {
+	case conduit.Medium:
+		if n > lim.MaxMedium {
+			return hdr, 0, badArg(s.op, "payload of %d bytes exceeds the max Medium payload %d to rank %d", n, lim.MaxMedium, s.dst)
+		}
+	case conduit.Long:
+		if n > lim.MaxLong {
+			return hdr, 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, lim.MaxLong, s.dst)
+		}
+		seg := c.cd.Segment(s.dst)
+		dest := s.dest
+		if s.flags&FlagPeerSegOffset != 0 {
+			dest += Addr(seg.Owner)
+		}
+		if n > 0 {
+			if seg.Size == 0 {
+				return hdr, 0, badArg(s.op, "rank %d has no bound segment for a Long of %d bytes", s.dst, n)
+			}
+			if dest < Addr(seg.Owner) || uint64(dest-Addr(seg.Owner)) > seg.Size || uint64(n) > seg.Size-uint64(dest-Addr(seg.Owner)) {
+				return hdr, 0, badArg(s.op, "Long destination [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(dest), n, s.dst, seg.Owner, seg.Size)
+			}
+			if seg.Local != nil {
+				off := uint64(dest - Addr(seg.Owner))
+				if overlaps(s.payload, seg.Local[off:off+uint64(n)]) {
+					return hdr, 0, badArg(s.op, "Long source and destination overlap (GASNet-EX \"Fixed-payload AM\", NOTE 4)")
+				}
+			}
+		}
+		hdr.Dest = uint64(dest)
+	}
+	hdr.Cat, hdr.IsReq, hdr.Handler, hdr.NArgs = s.cat, s.isReq, uint8(s.h), uint8(nargs)
+	var cflags conduit.SendFlags
+	if s.flags&FlagImmediate != 0 {
+		cflags |= conduit.Immediate
+	}
+	return hdr, cflags, nil
+}

@@ -1,0 +1,376 @@
+package gex
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gexgo/gexgo/internal/boot"
+	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/conduit/smp"
+)
+
+// Environment variables read by ClientInit (documented in `gexrun --help`).
+const (
+	EnvWaitMode  = "GEX_WAITMODE"  // spin | block | spinblock
+	EnvRcvThread = "GEX_RCVTHREAD" // 1 = run handlers on a receive goroutine
+	EnvVerbose   = "GEX_VERBOSE"   // 1 = print non-fatal errors to stderr
+)
+
+// Client is an instance of the client interface to the library (gex_Client_t).
+// Everything the spec calls process-global (gex_System_*) is reached from it,
+// so several ranks can live in one process (the loop conduit).
+type Client struct {
+	cd    conduit.Conduit
+	name  string
+	flags Flags
+	ep    *EP
+	tm    *TM
+	cdata cdata
+
+	rank, size int
+	topo       *conduit.Topology
+	nbrhd      []RankInfo
+	nbrhdIdx   Rank
+	host       []RankInfo
+	hostIdx    Rank
+	pos        Position
+
+	handlerG gset // goroutines running an AM handler of this client
+	prepareG gset // goroutines between an AM Prepare and its Commit
+
+	waitMode atomic.Int32
+	verbose  atomic.Bool
+
+	reqTok, repTok Token // reused per delivered AM (one consumer per queue at a time)
+	rejected       atomic.Uint64
+	rejectLog      atomic.Uint64 // rejections printed so far (rate limit)
+
+	sdPool sync.Pool // *SrcDesc
+
+	done <-chan struct{} // in-process jobs: closed when the job ended
+
+	rcvWanted bool
+	rcvStop   chan struct{}
+	rcvDone   chan struct{}
+	closed    atomic.Bool
+}
+
+// cdata is the client-data slot of the major objects (gex_*_SetCData).
+type cdata struct{ p atomic.Pointer[any] }
+
+func (d *cdata) set(v any) { d.p.Store(&v) }
+func (d *cdata) get() any {
+	if p := d.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+var clientNameRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]+$`)
+
+// Option configures ClientInit.
+type Option func(*initConfig)
+
+type initConfig struct {
+	cd       conduit.Conduit
+	waitMode *WaitMode
+	rcv      *bool
+}
+
+// WithWaitMode sets the initial wait mode (default: GEX_WAITMODE, else
+// WaitSpinBlock).
+func WithWaitMode(m WaitMode) Option { return func(c *initConfig) { c.waitMode = &m } }
+
+// WithReceiveGoroutine enables or disables the receive goroutine that runs AM
+// handlers while the application computes (default: GEX_RCVTHREAD).
+func WithReceiveGoroutine(on bool) Option { return func(c *initConfig) { c.rcv = &on } }
+
+// ClientInit implements gex_Client_Init: it joins the job this process was
+// started in (by gexrun, or a job of one rank when started alone) and returns
+// the client, the primordial endpoint and the primordial team. It is
+// collective over all ranks and ends with a barrier.
+//
+// name must match [A-Z][A-Z0-9_]+. Accepted flags: FlagUsesGASNet1,
+// FlagDeferThreads (the receive goroutine, if enabled, is then started by
+// StartProgressThreads).
+func ClientInit(name string, flags Flags, opts ...Option) (*Client, *EP, *TM, error) {
+	var cfg initConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := checkClientArgs(name, flags); err != nil {
+		return nil, nil, nil, err
+	}
+	cd := cfg.cd
+	if cd == nil {
+		b, err := boot.FromEnv()
+		if err != nil {
+			return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeNotInit, Msg: err.Error()}
+		}
+		cd, err = smp.New(b, smp.ConfigFromEnv())
+		if err != nil {
+			b.Abort(fmt.Sprintf("ClientInit: %v", err))
+			return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: err.Error()}
+		}
+	}
+	return clientInit(cd, name, flags, cfg)
+}
+
+func checkClientArgs(name string, flags Flags) error {
+	if !clientNameRE.MatchString(name) {
+		return badArg("ClientInit", "clientName %q does not match [A-Z][A-Z0-9_]+", name)
+	}
+	if bad := flags &^ (FlagUsesGASNet1 | FlagDeferThreads); bad != 0 {
+		return badArg("ClientInit", "flags %v are not accepted (only GEX_FLAG_USES_GASNET1, GEX_FLAG_DEFER_THREADS)", bad)
+	}
+	return nil
+}
+
+func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*Client, *EP, *TM, error) {
+	c := &Client{cd: cd, name: name, flags: flags, rank: cd.Rank(), size: cd.Size(), topo: cd.Topology()}
+	c.sdPool.New = func() any { return new(SrcDesc) }
+	mode := WaitSpinBlock
+	switch strings.ToLower(os.Getenv(EnvWaitMode)) {
+	case "spin":
+		mode = WaitSpin
+	case "block":
+		mode = WaitBlock
+	}
+	if cfg.waitMode != nil {
+		mode = *cfg.waitMode
+	}
+	c.waitMode.Store(int32(mode))
+	c.verbose.Store(os.Getenv(EnvVerbose) == "1")
+	c.rcvWanted = os.Getenv(EnvRcvThread) == "1"
+	if cfg.rcv != nil {
+		c.rcvWanted = *cfg.rcv
+	}
+	c.computeTopology()
+	if d, ok := cd.(interface{ Done() <-chan struct{} }); ok {
+		c.done = d.Done()
+	}
+
+	c.ep = &EP{c: c, index: 0}
+	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size)}
+	c.reqTok.c, c.repTok.c = c, c
+	cd.SetDelivery(c.deliver)
+	if err := cd.Barrier(); err != nil {
+		return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: "initial barrier: " + err.Error()}
+	}
+	if c.rcvWanted && flags&FlagDeferThreads == 0 {
+		c.startReceiver()
+	}
+	return c, c.ep, c.tm, nil
+}
+
+func (c *Client) computeTopology() {
+	t := c.topo
+	myN, myH := t.Nbrhd[c.rank], t.Host[c.rank]
+	for r := 0; r < c.size; r++ {
+		if t.Nbrhd[r] == myN {
+			if r == c.rank {
+				c.nbrhdIdx = Rank(len(c.nbrhd))
+			}
+			c.nbrhd = append(c.nbrhd, RankInfo{JobRank: Rank(r)})
+		}
+		if t.Host[r] == myH {
+			if r == c.rank {
+				c.hostIdx = Rank(len(c.host))
+			}
+			c.host = append(c.host, RankInfo{JobRank: Rank(r)})
+		}
+	}
+	c.pos = Position{
+		NbrhdSetSize: Rank(conduit.Count(t.Nbrhd)), NbrhdSetRank: Rank(myN),
+		HostSetSize: Rank(conduit.Count(t.Host)), HostSetRank: Rank(myH),
+	}
+}
+
+// QueryFlags implements gex_Client_QueryFlags.
+func (c *Client) QueryFlags() Flags { return c.flags }
+
+// QueryName implements gex_Client_QueryName.
+func (c *Client) QueryName() string { return c.name }
+
+// SetCData implements gex_Client_SetCData.
+func (c *Client) SetCData(v any) { c.cdata.set(v) }
+
+// QueryCData implements gex_Client_QueryCData (nil for a new client).
+func (c *Client) QueryCData() any { return c.cdata.get() }
+
+// JobRank implements gex_System_QueryJobRank.
+func (c *Client) JobRank() Rank { return Rank(c.rank) }
+
+// JobSize implements gex_System_QueryJobSize.
+func (c *Client) JobSize() Rank { return Rank(c.size) }
+
+// QueryNbrhdInfo implements gex_System_QueryNbrhdInfo: the members of the
+// caller's neighbourhood (processes whose segments are cross-mapped) sorted by
+// job rank, and the caller's index among them. The slice is shared: do not
+// modify it.
+func (c *Client) QueryNbrhdInfo() (info []RankInfo, myIndex Rank) { return c.nbrhd, c.nbrhdIdx }
+
+// QueryHostInfo implements gex_System_QueryHostInfo: as QueryNbrhdInfo for
+// the caller's host.
+func (c *Client) QueryHostInfo() (info []RankInfo, myIndex Rank) { return c.host, c.hostIdx }
+
+// QueryMyPosition implements gex_System_QueryMyPosition.
+func (c *Client) QueryMyPosition() Position { return c.pos }
+
+// VerboseErrors implements gex_System_GetVerboseErrors.
+func (c *Client) VerboseErrors() bool { return c.verbose.Load() }
+
+// SetVerboseErrors implements gex_System_SetVerboseErrors.
+func (c *Client) SetVerboseErrors(on bool) { c.verbose.Store(on) }
+
+// QueryMaxThreads implements gex_System_QueryMaxThreads. gexgo places no limit
+// on the number of goroutines that call into it.
+func (c *Client) QueryMaxThreads() uint64 { return math.MaxUint64 }
+
+// QueryHiddenAMConcurrencyLevel implements
+// gex_System_QueryHiddenAMConcurrencyLevel: 1 if a receive goroutine may run
+// handlers concurrently with the application, else 0.
+func (c *Client) QueryHiddenAMConcurrencyLevel() int {
+	if c.rcvWanted {
+		return 1
+	}
+	return 0
+}
+
+// StartProgressThreads starts the receive goroutine when ClientInit was given
+// FlagDeferThreads (gex_System_QueryProgressThreads and the start functions it
+// returns, collapsed into one call). It is a no-op otherwise.
+func (c *Client) StartProgressThreads() {
+	if c.rcvWanted && c.rcvStop == nil {
+		c.startReceiver()
+	}
+}
+
+// SetWaitMode implements gasnet_set_waitmode.
+func (c *Client) SetWaitMode(m WaitMode) error {
+	if m != WaitSpin && m != WaitBlock && m != WaitSpinBlock {
+		return badArg("SetWaitMode", "mode %d is not WaitSpin, WaitBlock or WaitSpinBlock", int(m))
+	}
+	c.waitMode.Store(int32(m))
+	return nil
+}
+
+// WaitMode returns the current wait mode.
+func (c *Client) WaitMode() WaitMode { return WaitMode(c.waitMode.Load()) }
+
+// Poll implements gex_AM_Poll (gasnet_AMPoll): it runs the handlers of AMs that
+// have arrived. Prohibited in handlers and while holding an HSL.
+func (c *Client) Poll() error {
+	if err := c.checkRestricted("Poll"); err != nil {
+		return err
+	}
+	c.cd.Poll(false)
+	return nil
+}
+
+// BlockUntil polls until cond returns true, waiting in the client's wait mode
+// (GASNET_BLOCKUNTIL). cond is evaluated between polls on the calling
+// goroutine; handlers that make it true run inside BlockUntil (or on the
+// receive goroutine).
+func (c *Client) BlockUntil(cond func() bool) error { return c.blockUntil("BlockUntil", cond) }
+
+const (
+	spinPolls = 2000                   // spin-then-block: empty polls before sleeping
+	sleepCap  = 200 * time.Microsecond // longest sleep before re-checking cond
+)
+
+func (c *Client) blockUntil(op string, cond func() bool) error {
+	if err := c.checkRestricted(op); err != nil {
+		return err
+	}
+	idle := 0
+	for !cond() {
+		if c.cd.Poll(false) > 0 {
+			idle = 0
+			continue
+		}
+		idle++
+		if c.done != nil && idle%64 == 0 {
+			select {
+			case <-c.done: // an in-process job ended under us
+				runtime.Goexit()
+			default:
+			}
+		}
+		switch WaitMode(c.waitMode.Load()) {
+		case WaitSpin:
+			if idle%64 == 0 {
+				runtime.Gosched()
+			}
+		case WaitBlock:
+			c.cd.Sleep(sleepCap)
+		default:
+			if idle < spinPolls {
+				if idle%32 == 0 {
+					runtime.Gosched()
+				}
+			} else {
+				c.cd.Sleep(sleepCap)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Client) startReceiver() {
+	c.rcvStop = make(chan struct{})
+	c.rcvDone = make(chan struct{})
+	go func() {
+		defer close(c.rcvDone)
+		idle := 0
+		for {
+			select {
+			case <-c.rcvStop:
+				return
+			default:
+			}
+			if c.cd.Poll(false) > 0 {
+				idle = 0
+				continue
+			}
+			idle++
+			if idle < spinPolls/4 {
+				runtime.Gosched()
+			} else {
+				c.cd.Sleep(sleepCap)
+			}
+		}
+	}()
+}
+
+// Exit implements gasnet_exit: every rank of the job ends with code. Any rank
+// may call it, from anywhere (including handlers). It does not return.
+func (c *Client) Exit(code int) {
+	c.cd.Exit(code)
+}
+
+// Close stops the receive goroutine and releases this rank's resources. It is
+// not a spec call: returning from main (or os.Exit) does the same. After
+// Close the client must not be used.
+func (c *Client) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if c.rcvStop != nil {
+		close(c.rcvStop)
+		<-c.rcvDone
+	}
+	return c.cd.Close()
+}
+
+// logf prints a library message for this rank to stderr.
+func (c *Client) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "gexgo: rank %d: %s\n", c.rank, fmt.Sprintf(format, args...))
+}

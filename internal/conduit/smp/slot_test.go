@@ -1,0 +1,107 @@
+package smp
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/gexgo/gexgo/internal/conduit"
+)
+
+const testSlotData = 248
+
+func sampleSlot(cat conduit.Category, isReq, inline bool, nargs int, payload []byte) (slotHeader, []byte) {
+	h := slotHeader{Src: 3, NBytes: len(payload), Buf: 2, Inline: inline}
+	h.Cat, h.IsReq, h.Handler, h.NArgs, h.Dest = cat, isReq, 200, uint8(nargs), 0x7f0000001000
+	for i := 0; i < nargs; i++ {
+		h.Args[i] = int32(-1000 * (i + 1))
+	}
+	s := make([]byte, testSlotData)
+	encodeSlot(s, &h, payload)
+	return h, s
+}
+
+func TestSlotRoundTrip(t *testing.T) {
+	for _, cat := range []conduit.Category{conduit.Short, conduit.Medium, conduit.Long} {
+		for _, nargs := range []int{0, 1, 16} {
+			for _, isReq := range []bool{true, false} {
+				var payload []byte
+				inline := false
+				if cat != conduit.Short {
+					payload = bytes.Repeat([]byte{0xA5}, 100)
+					inline = true
+				}
+				want, s := sampleSlot(cat, isReq, inline, nargs, payload)
+				var got slotHeader
+				if err := decodeSlot(s, &got, 4, 65536); err != nil {
+					t.Fatalf("%v nargs=%d req=%v: decode: %v", cat, nargs, isReq, err)
+				}
+				if got != want {
+					t.Fatalf("%v nargs=%d req=%v: got %+v want %+v", cat, nargs, isReq, got, want)
+				}
+				if inline && !bytes.Equal(s[offInline:offInline+got.NBytes], payload) {
+					t.Fatalf("inline payload mismatch")
+				}
+			}
+		}
+	}
+}
+
+func TestSlotRejects(t *testing.T) {
+	_, good := sampleSlot(conduit.Medium, true, true, 2, make([]byte, 10))
+	cases := []struct {
+		name string
+		mut  func(s []byte)
+		size int
+	}{
+		{"short slot", nil, 4},
+		{"category 0", func(s []byte) { s[offKind] &^= kindCatMask }, 4},
+		{"unknown kind bit", func(s []byte) { s[offKind] |= 0x80 }, 4},
+		{"nargs 17", func(s []byte) { s[offNArgs] = 17 }, 4},
+		{"src out of range", func(s []byte) { s[offSrc] = 9 }, 4},
+		{"inline too long", func(s []byte) { s[offNBytes] = 0xff; s[offNBytes+1] = 0 }, 4},
+		{"payload above max", func(s []byte) { s[offKind] &^= kindInline; s[offNBytes+2] = 2 }, 4},
+		{"placed medium", func(s []byte) { s[offKind] |= kindPlaced }, 4},
+	}
+	for _, c := range cases {
+		s := append([]byte(nil), good...)
+		if c.mut == nil {
+			s = s[:offInline-1]
+		} else {
+			c.mut(s)
+		}
+		var h slotHeader
+		if err := decodeSlot(s, &h, c.size, 65536); err == nil {
+			t.Errorf("%s: decode accepted a malformed slot", c.name)
+		}
+	}
+}
+
+func FuzzDecodeSlot(f *testing.F) {
+	for _, cat := range []conduit.Category{conduit.Short, conduit.Medium, conduit.Long} {
+		_, s := sampleSlot(cat, true, cat != conduit.Short, 16, make([]byte, 40))
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		var h slotHeader
+		if err := decodeSlot(s, &h, 4, 65536); err != nil {
+			return
+		}
+		// Anything accepted must be self-consistent and re-encode to the same header.
+		if h.NArgs > conduit.MaxArgs || h.Src >= 4 || h.NBytes > 65536 {
+			t.Fatalf("accepted out-of-range header %+v", h)
+		}
+		if h.Inline && offInline+h.NBytes > len(s) {
+			t.Fatalf("accepted inline payload beyond the slot: %+v", h)
+		}
+		out := make([]byte, max(len(s), offInline))
+		var payload []byte
+		if h.Inline {
+			payload = s[offInline : offInline+h.NBytes]
+		}
+		encodeSlot(out, &h, payload)
+		var h2 slotHeader
+		if err := decodeSlot(out, &h2, 4, 65536); err != nil || h2 != h {
+			t.Fatalf("re-encode mismatch: %v %+v vs %+v", err, h2, h)
+		}
+	})
+}

@@ -1,0 +1,713 @@
+// Package smp is the shared-memory conduit: every rank is a process on one
+// machine (or, with the loop conduit, a goroutine), AMs travel through
+// lock-free rings in shared memory, and every neighbourhood peer's segment is
+// mapped into every process so a Long (and, above this package, RMA) is a
+// single copy (GASNet's PSHM).
+//
+// # Layout
+//
+// Each rank creates one AM region and maps every other rank's:
+//
+//	0        region header: magic "GXAM", version, rank, size, ring and pool geometry
+//	64       Bell: the futex doorbell this rank sleeps on (block wait mode)
+//	128      request ring: inbound AM requests (many producers, this rank consumes)
+//	...      reply ring: inbound AM replies
+//	...      pools, two per job rank p (requests to p, replies to p): payload
+//	         buffers this rank fills for p and p frees after the handler ran
+//
+// Small payloads travel inline in the ring slot; larger Medium payloads (and
+// Long payloads to peers whose segment is not mapped) use a pool buffer of the
+// sender; Long payloads to mapped peers are copied straight into the
+// destination segment before the slot is committed.
+//
+// # Flow control
+//
+// A sender that finds the destination ring full or its pool exhausted polls
+// while it waits: a request sender polls everything, a reply sender (inside a
+// request handler) polls only its reply ring. Reply handlers never send, so
+// reply rings always drain and no cycle of waiting senders can form. Buffers
+// are allocated before a slot is reserved, so a reserved slot is always
+// committed promptly and never blocks the consumer behind a wait.
+package smp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gexgo/gexgo/internal/boot"
+	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/shm"
+)
+
+// Geometry of the AM region.
+const (
+	regionMagic   = 0x4d415847 // "GXAM" little-endian
+	regionVersion = 1
+	offBell       = 64
+	offRings      = 128
+
+	ringSlots   = 1024
+	slotSize    = 256
+	poolBufs    = 4
+	poolBufSize = 64 << 10
+
+	// MaxMedium is the Medium payload limit between any two ranks.
+	MaxMedium = poolBufSize
+	// MaxLongMapped is the Long payload limit between ranks whose segments are
+	// cross-mapped (the payload is one copy into the mapping).
+	MaxLongMapped = 4 << 20
+	// MaxLongUnmapped is the Long payload limit otherwise (a pool buffer).
+	MaxLongUnmapped = poolBufSize
+
+	pollBudget = 64 // AMs delivered per ring per Poll
+)
+
+// EnvSupernodeMaxSize is GASNet's GASNET_SUPERNODE_MAXSIZE: the largest number
+// of ranks in a neighbourhood (0 = unlimited). 1 makes every peer non-nbrhd, so
+// no segment is cross-mapped and RMA takes the AM path.
+const EnvSupernodeMaxSize = "GASNET_SUPERNODE_MAXSIZE"
+
+// Config configures a Conduit.
+type Config struct {
+	// Allocator creates and maps shared regions: shm.Memfd{} for processes, a
+	// shared *shm.Heap for ranks that are goroutines of one process.
+	Allocator shm.Allocator
+	// SupernodeMaxSize limits the neighbourhood size (0 = the whole host).
+	SupernodeMaxSize int
+	// MaxSegSize is a GASNET_MAX_SEGSIZE value ("" = conduit.DefaultMaxSegSize).
+	MaxSegSize string
+	// Done, if set, is closed when the job ends while this rank may still be
+	// waiting (in-process jobs: a rank goroutine called Exit). Waits for send
+	// resources then end the calling goroutine (runtime.Goexit).
+	Done <-chan struct{}
+}
+
+// ConfigFromEnv returns the configuration for a process rank: memfd regions,
+// GASNET_SUPERNODE_MAXSIZE and GASNET_MAX_SEGSIZE from the environment.
+func ConfigFromEnv() Config {
+	cfg := Config{Allocator: shm.Memfd{}, MaxSegSize: os.Getenv(conduit.EnvMaxSegSize)}
+	if v := os.Getenv(EnvSupernodeMaxSize); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil && n >= 0 {
+			cfg.SupernodeMaxSize = n
+		} else {
+			fmt.Fprintf(os.Stderr, "gexgo: ignoring %s=%q: not a non-negative integer\n", EnvSupernodeMaxSize, v)
+		}
+	}
+	return cfg
+}
+
+type peer struct {
+	region *shm.Region
+	ring   [2]*shm.Ring // [0] their request ring, [1] their reply ring: we produce
+	bell   shm.Bell
+	out    [2]*shm.Pool // our pools for sending to them (in our region)
+	in     [2]*shm.Pool // their pools for sending to us (in their region): we free
+	seg    conduit.SegInfo
+	segReg *shm.Region
+	mapped bool // same nbrhd: their segment is (to be) mapped here
+}
+
+// Conduit is the shared-memory conduit for one rank.
+type Conduit struct {
+	b     boot.Bootstrap
+	cfg   Config
+	rank  int
+	size  int
+	topo  conduit.Topology
+	peers []peer
+
+	mine    *shm.Region
+	inbound [2]*shm.Ring // my request and reply rings
+	bell    shm.Bell
+
+	consumer [2]sync.Mutex // one consumer per inbound ring
+	inc      [2]conduit.Incoming
+	deliver  conduit.Delivery
+
+	segMu sync.Mutex
+	seg   *shm.Region
+
+	closeOnce sync.Once
+}
+
+var _ conduit.Conduit = (*Conduit)(nil)
+
+func regionBytes(size int) (rings, pools, total int) {
+	rb := shm.RingBytes(ringSlots, slotSize)
+	pb := shm.PoolBytes(poolBufs, poolBufSize)
+	rings = offRings
+	pools = align64(rings + 2*rb)
+	return rings, pools, pools + 2*size*pb
+}
+
+func align64(n int) int { return (n + 63) &^ 63 }
+
+// New sets up the conduit for the rank b describes: it exchanges host
+// identities, creates this rank's AM region, maps every peer's, and ends with
+// a barrier. It is collective over all ranks.
+func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
+	if cfg.Allocator == nil {
+		cfg.Allocator = shm.Memfd{}
+	}
+	c := &Conduit{b: b, cfg: cfg, rank: b.Rank(), size: b.Size()}
+	if err := c.exchangeTopology(); err != nil {
+		return nil, err
+	}
+	if err := c.setupRegions(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Conduit) exchangeTopology() error {
+	hosts, err := c.b.AllGather([]byte(c.b.Host()))
+	if err != nil {
+		return fmt.Errorf("smp: exchanging host identities: %w", err)
+	}
+	if len(hosts) != c.size {
+		return fmt.Errorf("smp: all-gather returned %d entries for %d ranks", len(hosts), c.size)
+	}
+	c.topo.Host = make([]int, c.size)
+	c.topo.Nbrhd = make([]int, c.size)
+	hostIdx := map[string]int{}
+	perHost := map[int]int{} // host -> members seen so far
+	nbrhdOf := map[[2]int]int{}
+	for r, h := range hosts {
+		hi, ok := hostIdx[string(h)]
+		if !ok {
+			hi = len(hostIdx)
+			hostIdx[string(h)] = hi
+		}
+		c.topo.Host[r] = hi
+		local := perHost[hi]
+		perHost[hi]++
+		chunk := 0
+		if c.cfg.SupernodeMaxSize > 0 {
+			chunk = local / c.cfg.SupernodeMaxSize
+		}
+		key := [2]int{hi, chunk}
+		ni, ok := nbrhdOf[key]
+		if !ok {
+			ni = len(nbrhdOf)
+			nbrhdOf[key] = ni
+		}
+		c.topo.Nbrhd[r] = ni
+	}
+	myHostRanks := perHost[c.topo.Host[c.rank]]
+	spec := c.cfg.MaxSegSize
+	if spec == "" {
+		spec = conduit.DefaultMaxSegSize
+	}
+	maxSeg, err := conduit.ParseSegSize(spec, physMem(), myHostRanks)
+	if err != nil {
+		return err
+	}
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], maxSeg)
+	all, err := c.b.AllGather(buf[:])
+	if err != nil {
+		return fmt.Errorf("smp: exchanging segment limits: %w", err)
+	}
+	c.topo.MaxSeg = make([]uint64, c.size)
+	for r, v := range all {
+		if len(v) != 8 {
+			return fmt.Errorf("smp: rank %d sent a %d-byte segment limit", r, len(v))
+		}
+		c.topo.MaxSeg[r] = binary.LittleEndian.Uint64(v)
+	}
+	return nil
+}
+
+func physMem() uint64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 1 << 30
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
+}
+
+func (c *Conduit) setupRegions() error {
+	ringsOff, poolsOff, total := regionBytes(c.size)
+	reg, err := c.cfg.Allocator.Create("gexgo-am-"+strconv.Itoa(c.rank), total)
+	if err != nil {
+		return fmt.Errorf("smp: creating the AM region (%d bytes): %w", total, err)
+	}
+	c.mine = reg
+	b := reg.Bytes()
+	binary.LittleEndian.PutUint32(b[0:], regionMagic)
+	binary.LittleEndian.PutUint32(b[4:], regionVersion)
+	binary.LittleEndian.PutUint32(b[8:], uint32(c.rank))
+	binary.LittleEndian.PutUint32(b[12:], uint32(c.size))
+	rb := shm.RingBytes(ringSlots, slotSize)
+	for i := 0; i < 2; i++ {
+		q, err := shm.InitRing(b[ringsOff+i*rb:ringsOff+(i+1)*rb], ringSlots, slotSize)
+		if err != nil {
+			return fmt.Errorf("smp: %w", err)
+		}
+		c.inbound[i] = q
+	}
+	c.bell = shm.BellAt(b, offBell)
+	c.peers = make([]peer, c.size)
+	pb := shm.PoolBytes(poolBufs, poolBufSize)
+	for p := 0; p < c.size; p++ {
+		for i := 0; i < 2; i++ {
+			off := poolsOff + (2*p+i)*pb
+			pool, err := shm.InitPool(b[off:off+pb], poolBufs, poolBufSize)
+			if err != nil {
+				return fmt.Errorf("smp: %w", err)
+			}
+			c.peers[p].out[i] = pool
+		}
+		c.peers[p].mapped = c.topo.Nbrhd[p] == c.topo.Nbrhd[c.rank]
+	}
+	desc, err := reg.Desc().MarshalBinary()
+	if err != nil {
+		return err
+	}
+	descs, err := c.b.AllGather(desc)
+	if err != nil {
+		return fmt.Errorf("smp: exchanging AM regions: %w", err)
+	}
+	for p := 0; p < c.size; p++ {
+		if err := c.mapPeer(p, descs[p], ringsOff, poolsOff, total); err != nil {
+			return fmt.Errorf("smp: mapping rank %d's AM region: %w", p, err)
+		}
+	}
+	if err := c.b.Barrier(); err != nil {
+		return fmt.Errorf("smp: barrier after mapping AM regions: %w", err)
+	}
+	return nil
+}
+
+func (c *Conduit) mapPeer(p int, descBytes []byte, ringsOff, poolsOff, total int) error {
+	pr := &c.peers[p]
+	var reg *shm.Region
+	if p == c.rank {
+		reg = c.mine
+	} else {
+		var d shm.Desc
+		if err := d.UnmarshalBinary(descBytes); err != nil {
+			return err
+		}
+		if d.Size < uint64(total) {
+			return fmt.Errorf("region of %d bytes is smaller than the %d expected", d.Size, total)
+		}
+		r, err := c.cfg.Allocator.Open(d)
+		if err != nil {
+			return err
+		}
+		reg = r
+	}
+	pr.region = reg
+	b := reg.Bytes()
+	if binary.LittleEndian.Uint32(b[0:]) != regionMagic || binary.LittleEndian.Uint32(b[4:]) != regionVersion {
+		return errors.New("bad magic or version in the AM region header")
+	}
+	if int(binary.LittleEndian.Uint32(b[8:])) != p || int(binary.LittleEndian.Uint32(b[12:])) != c.size {
+		return fmt.Errorf("AM region header names rank %d of %d", binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:]))
+	}
+	rb := shm.RingBytes(ringSlots, slotSize)
+	for i := 0; i < 2; i++ {
+		q, err := shm.AttachRing(b[ringsOff+i*rb : ringsOff+(i+1)*rb])
+		if err != nil {
+			return err
+		}
+		pr.ring[i] = q
+	}
+	pr.bell = shm.BellAt(b, offBell)
+	pb := shm.PoolBytes(poolBufs, poolBufSize)
+	for i := 0; i < 2; i++ {
+		off := poolsOff + (2*c.rank+i)*pb
+		pool, err := shm.AttachPool(b[off : off+pb])
+		if err != nil {
+			return err
+		}
+		pr.in[i] = pool
+	}
+	return nil
+}
+
+// Rank implements conduit.Conduit.
+func (c *Conduit) Rank() int { return c.rank }
+
+// Size implements conduit.Conduit.
+func (c *Conduit) Size() int { return c.size }
+
+// Topology implements conduit.Conduit.
+func (c *Conduit) Topology() *conduit.Topology { return &c.topo }
+
+// Limits implements conduit.Conduit: symmetric, since the nbrhd relation is.
+func (c *Conduit) Limits(p int) conduit.Limits {
+	if c.peers[p].mapped {
+		return conduit.Limits{MaxMedium: MaxMedium, MaxLong: MaxLongMapped, MaxAlloc: poolBufSize}
+	}
+	return conduit.Limits{MaxMedium: MaxMedium, MaxLong: MaxLongUnmapped, MaxAlloc: poolBufSize}
+}
+
+// SetDelivery implements conduit.Conduit.
+func (c *Conduit) SetDelivery(d conduit.Delivery) { c.deliver = d }
+
+func qidx(isReq bool) int {
+	if isReq {
+		return 0
+	}
+	return 1
+}
+
+// inlineMax is the largest payload carried in the slot itself.
+var inlineMax = slotSize - 8 - offInline
+
+// Send implements conduit.Conduit.
+func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
+	pr := &c.peers[dst]
+	qi := qidx(h.IsReq)
+	sh := slotHeader{Header: h, Src: c.rank, NBytes: len(payload), Buf: -1}
+	n := len(payload)
+	switch {
+	case h.Cat == conduit.Short:
+		sh.NBytes = 0
+	case h.Cat == conduit.Long && pr.mapped:
+		if n > 0 {
+			local := pr.seg.Local
+			off := h.Dest - pr.seg.Owner
+			if local == nil || h.Dest < pr.seg.Owner || off > uint64(len(local)) || uint64(n) > uint64(len(local))-off {
+				return fmt.Errorf("smp: Long destination [%#x, +%d) is outside rank %d's segment", h.Dest, n, dst)
+			}
+			copy(local[off:], payload)
+		}
+		sh.Placed = true
+	case n <= inlineMax:
+		sh.Inline = true
+	default:
+		if n > poolBufSize {
+			return fmt.Errorf("smp: payload of %d bytes exceeds the %d-byte buffer", n, poolBufSize)
+		}
+		pool := pr.out[qi]
+		for w := 0; ; w++ {
+			idx, buf, ok := pool.TryAlloc()
+			if ok {
+				copy(buf, payload)
+				sh.Buf = idx
+				break
+			}
+			if flags&conduit.Immediate != 0 {
+				return conduit.ErrWouldBlock
+			}
+			c.backoff(h.IsReq, w)
+		}
+	}
+	q := pr.ring[qi]
+	for w := 0; ; w++ {
+		data, ticket, ok := q.TryReserve()
+		if ok {
+			encodeSlot(data, &sh, payload)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			if sh.Buf >= 0 {
+				_ = pr.out[qi].Free(sh.Buf)
+			}
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(h.IsReq, w)
+	}
+}
+
+// backoff waits for send resources: it polls (everything for a request, only
+// replies for a reply), and yields the CPU more and more the longer it waits.
+func (c *Conduit) backoff(isReq bool, w int) {
+	if c.Poll(!isReq) > 0 {
+		return
+	}
+	if c.cfg.Done != nil && w%64 == 63 {
+		select {
+		case <-c.cfg.Done:
+			runtime.Goexit()
+		default:
+		}
+	}
+	switch {
+	case w < 64:
+		runtime.Gosched()
+	case w < 1024:
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // let other processes run
+	default:
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// Prepare implements conduit.Conduit: the buffer is a pool buffer (or, for
+// small payloads, scratch space that Commit copies into the slot).
+func (c *Conduit) Prepare(dst int, isReq bool, long bool, least, most int, flags conduit.SendFlags) (conduit.Prepared, error) {
+	pr := &c.peers[dst]
+	qi := qidx(isReq)
+	if least > poolBufSize {
+		return conduit.Prepared{}, fmt.Errorf("smp: least payload %d exceeds the %d-byte buffer", least, poolBufSize)
+	}
+	size := min(most, poolBufSize)
+	p := conduit.Prepared{Dst: dst, IsReq: isReq}
+	for w := 0; ; w++ {
+		idx, buf, ok := pr.out[qi].TryAlloc()
+		if ok {
+			p.Buf = buf[:size]
+			p.Priv()[0] = uint64(idx)
+			return p, nil
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.Prepared{}, conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
+// Commit implements conduit.Conduit.
+func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) error {
+	pr := &c.peers[p.Dst]
+	qi := qidx(h.IsReq)
+	idx := int(p.Priv()[0])
+	payload := p.Buf[:nbytes]
+	if h.Cat == conduit.Long && pr.mapped || h.Cat == conduit.Short {
+		// Long to a mapped peer: one copy into the segment, buffer not needed.
+		err := c.Send(p.Dst, h, payload, 0)
+		_ = pr.out[qi].Free(idx)
+		return err
+	}
+	sh := slotHeader{Header: h, Src: c.rank, NBytes: nbytes, Buf: idx}
+	q := pr.ring[qi]
+	for w := 0; ; w++ {
+		data, ticket, ok := q.TryReserve()
+		if ok {
+			encodeSlot(data, &sh, nil)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		c.backoff(h.IsReq, w)
+	}
+}
+
+// Poll implements conduit.Conduit.
+func (c *Conduit) Poll(repliesOnly bool) int {
+	n := 0
+	if !c.inbound[1].Empty() && c.consumer[1].TryLock() {
+		n += c.drain(1)
+		c.consumer[1].Unlock()
+	}
+	if !repliesOnly && !c.inbound[0].Empty() && c.consumer[0].TryLock() {
+		n += c.drain(0)
+		c.consumer[0].Unlock()
+	}
+	return n
+}
+
+// drain delivers up to pollBudget AMs from inbound ring qi. The caller holds
+// consumer[qi].
+func (c *Conduit) drain(qi int) int {
+	q := c.inbound[qi]
+	in := &c.inc[qi]
+	var sh slotHeader
+	n := 0
+	for ; n < pollBudget; n++ {
+		data, ok := q.Peek()
+		if !ok {
+			break
+		}
+		if err := decodeSlot(data, &sh, c.size, MaxLongMapped); err != nil {
+			c.complain("dropped a malformed AM slot: %v", err)
+			q.Release()
+			continue
+		}
+		if sh.IsReq != (qi == 0) {
+			c.complain("dropped an AM from rank %d: a %s in the %s ring", sh.Src, word(sh.IsReq), word(qi == 0))
+			q.Release()
+			continue
+		}
+		src := &c.peers[sh.Src]
+		var pool *shm.Pool
+		switch {
+		case sh.Cat == conduit.Short || sh.Placed:
+			in.Payload = nil
+			if sh.Placed {
+				in.Payload = c.placedPayload(sh)
+				if in.Payload == nil {
+					c.complain("dropped a Long from rank %d: placed payload [%#x, +%d) is outside this rank's segment", sh.Src, sh.Dest, sh.NBytes)
+					q.Release()
+					continue
+				}
+			}
+		case sh.Inline:
+			in.Payload = data[offInline : offInline+sh.NBytes]
+		default:
+			pool = src.in[qi]
+			buf, err := pool.Buf(sh.Buf)
+			if err != nil || sh.NBytes > len(buf) {
+				c.complain("dropped an AM from rank %d: bad payload buffer %d (%v)", sh.Src, sh.Buf, err)
+				q.Release()
+				continue
+			}
+			in.Payload = buf[:sh.NBytes]
+		}
+		in.Src, in.Header, in.Placed = sh.Src, sh.Header, sh.Placed
+		c.deliver(in)
+		in.Payload = nil
+		if pool != nil {
+			_ = pool.Free(sh.Buf)
+		}
+		q.Release()
+	}
+	return n
+}
+
+// placedPayload returns the view of this rank's segment that a placed Long
+// wrote, or nil if it is not inside the segment.
+func (c *Conduit) placedPayload(sh slotHeader) []byte {
+	s := c.peers[c.rank].seg
+	if sh.NBytes == 0 {
+		return []byte{}
+	}
+	if s.Local == nil || sh.Dest < s.Owner {
+		return nil
+	}
+	off := sh.Dest - s.Owner
+	if off > s.Size || uint64(sh.NBytes) > s.Size-off {
+		return nil
+	}
+	return s.Local[off : off+uint64(sh.NBytes)]
+}
+
+func word(isReq bool) string {
+	if isReq {
+		return "request"
+	}
+	return "reply"
+}
+
+func (c *Conduit) complain(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "gexgo: rank %d: %s\n", c.rank, fmt.Sprintf(format, args...))
+}
+
+// Sleep implements conduit.Conduit.
+func (c *Conduit) Sleep(timeout time.Duration) {
+	c.bell.Sleep(func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() }, timeout)
+}
+
+// AttachSegment implements conduit.Conduit.
+func (c *Conduit) AttachSegment(size uint64) error {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	if c.seg != nil {
+		return errors.New("smp: segment already attached")
+	}
+	var reg *shm.Region
+	var createErr error
+	if size > 0 {
+		reg, createErr = c.cfg.Allocator.Create("gexgo-seg-"+strconv.Itoa(c.rank), int(size))
+	}
+	msg := make([]byte, 1, 1+shm.DescSize+16)
+	if reg != nil {
+		msg[0] = 1
+		d, err := reg.Desc().MarshalBinary()
+		if err != nil {
+			return err
+		}
+		msg = append(msg, d...)
+		msg = binary.LittleEndian.AppendUint64(msg, uint64(addrOf(reg.Bytes())))
+		msg = binary.LittleEndian.AppendUint64(msg, size)
+	}
+	all, err := c.b.AllGather(msg)
+	if err != nil {
+		return fmt.Errorf("smp: exchanging segments: %w", err)
+	}
+	var failed []int
+	for r, m := range all {
+		if len(m) == 0 || m[0] != 1 {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) == 0 {
+		for r, m := range all {
+			if len(m) != 1+shm.DescSize+16 {
+				return fmt.Errorf("smp: rank %d sent a %d-byte segment record", r, len(m))
+			}
+			pr := &c.peers[r]
+			pr.seg.Owner = binary.LittleEndian.Uint64(m[1+shm.DescSize:])
+			pr.seg.Size = binary.LittleEndian.Uint64(m[1+shm.DescSize+8:])
+			switch {
+			case r == c.rank:
+				pr.segReg = reg
+				pr.seg.Local = reg.Bytes()[:size]
+			case pr.mapped:
+				var d shm.Desc
+				if err := d.UnmarshalBinary(m[1 : 1+shm.DescSize]); err != nil {
+					return fmt.Errorf("smp: rank %d's segment: %w", r, err)
+				}
+				sr, err := c.cfg.Allocator.Open(d)
+				if err != nil {
+					return fmt.Errorf("smp: mapping rank %d's segment: %w", r, err)
+				}
+				if uint64(len(sr.Bytes())) < pr.seg.Size {
+					return fmt.Errorf("smp: rank %d's segment maps %d bytes, less than its size %d", r, len(sr.Bytes()), pr.seg.Size)
+				}
+				pr.segReg = sr
+				pr.seg.Local = sr.Bytes()[:pr.seg.Size]
+			}
+		}
+		c.seg = reg
+	}
+	if err := c.b.Barrier(); err != nil {
+		return fmt.Errorf("smp: barrier after mapping segments: %w", err)
+	}
+	if createErr != nil {
+		return fmt.Errorf("smp: creating a segment of %d bytes: %w", size, createErr)
+	}
+	if len(failed) > 0 {
+		if reg != nil {
+			_ = reg.Close()
+		}
+		return fmt.Errorf("smp: SegmentAttach failed on rank(s) %v", failed)
+	}
+	return nil
+}
+
+// Segment implements conduit.Conduit.
+func (c *Conduit) Segment(r int) conduit.SegInfo {
+	if r < 0 || r >= c.size {
+		return conduit.SegInfo{}
+	}
+	return c.peers[r].seg
+}
+
+// Done returns the channel from Config.Done (nil for process ranks, whose job
+// ends by process exit).
+func (c *Conduit) Done() <-chan struct{} { return c.cfg.Done }
+
+// Barrier implements conduit.Conduit.
+func (c *Conduit) Barrier() error { return c.b.Barrier() }
+
+// Exit implements conduit.Conduit.
+func (c *Conduit) Exit(code int) { c.b.Exit(code) }
+
+// Abort implements conduit.Conduit.
+func (c *Conduit) Abort(msg string) { c.b.Abort(msg) }
+
+// OnExit implements conduit.Conduit.
+func (c *Conduit) OnExit(fn func()) { c.b.OnExit(fn) }
+
+// Close implements conduit.Conduit. Mappings are released when the process
+// exits; Close releases the bootstrap connection.
+func (c *Conduit) Close() error {
+	var err error
+	c.closeOnce.Do(func() { err = c.b.Close() })
+	return err
+}
