@@ -133,6 +133,8 @@ type Conduit struct {
 	inc      [2]conduit.Incoming
 	deliver  conduit.Delivery
 
+	hasWork func() bool // for Bell.Sleep; built once so Sleep does not allocate
+
 	segMu sync.Mutex
 	seg   *shm.Region
 
@@ -159,6 +161,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 		cfg.Allocator = shm.Memfd{}
 	}
 	c := &Conduit{b: b, cfg: cfg, rank: b.Rank(), size: b.Size()}
+	c.hasWork = func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() }
 	if err := c.exchangeTopology(); err != nil {
 		return nil, err
 	}
@@ -599,7 +602,7 @@ func (c *Conduit) complain(format string, args ...any) {
 
 // Sleep implements conduit.Conduit.
 func (c *Conduit) Sleep(timeout time.Duration) {
-	c.bell.Sleep(func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() }, timeout)
+	c.bell.Sleep(c.hasWork, timeout)
 }
 
 // AttachSegment implements conduit.Conduit.
