@@ -223,15 +223,7 @@ func peerUID(c *net.UnixConn) (int, error) {
 // serve runs one connection: the HELLO handshake, then the rank's frames.
 func (s *Server) serve(sc *serverConn) {
 	defer s.wg.Done()
-	defer func() {
-		sc.c.Close()
-		s.mu.Lock()
-		delete(s.conns, sc)
-		if sc.rank >= 0 && s.ranks[sc.rank] == sc {
-			s.ranks[sc.rank] = nil
-		}
-		s.mu.Unlock()
-	}()
+	defer s.closeConn(sc)
 	br := bufio.NewReader(sc.c)
 	if !s.handshake(sc, br) {
 		return
@@ -261,8 +253,21 @@ func (s *Server) serve(sc *serverConn) {
 	}
 }
 
-// drop reports that sc is being dropped (the caller closes it).
+// closeConn closes sc and forgets it; a rank's slot is free again once its
+// connection is closed. It may be called more than once.
+func (s *Server) closeConn(sc *serverConn) {
+	sc.c.Close()
+	s.mu.Lock()
+	delete(s.conns, sc)
+	if sc.rank >= 0 && s.ranks[sc.rank] == sc {
+		s.ranks[sc.rank] = nil
+	}
+	s.mu.Unlock()
+}
+
+// drop closes sc and reports why.
 func (s *Server) drop(sc *serverConn, reason string) {
+	s.closeConn(sc)
 	who := fmt.Sprintf("pid %d", sc.pid)
 	if sc.rank >= 0 {
 		who = fmt.Sprintf("rank %d (pid %d)", sc.rank, sc.pid)

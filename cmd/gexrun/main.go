@@ -1,0 +1,125 @@
+// Command gexrun starts a gexgo job: N ranks of one program on this machine,
+// connected by the bootstrap socket, supervised until every rank has ended.
+//
+//	gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K] PROGRAM [ARGS...]
+//
+// PROGRAM is an executable file, a command in PATH, or a Go package path
+// (built first, like "go run"). Run "gexrun --help" for the flags and the
+// environment variables; the behaviour is that of package internal/launch.
+// The exit code is the job's: 0 if every rank exited 0, the code given to
+// gasnet_exit / gex.Exit, the status of the first rank that failed, 124 after
+// --timeout, 2 for a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gexgo/gexgo/internal/launch"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const synopsis = "usage: gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K] PROGRAM [ARGS...]"
+
+// usageText is printed by --help. Keep the tables in step with the flags
+// and with the environment variables of packages boot, launch and gex.
+const usageText = synopsis + `
+
+Starts N ranks of PROGRAM on this machine and waits for them. PROGRAM is an
+executable file, a command in PATH, or a Go package path such as
+./examples/amping (built first, like "go run"). Flags may be spelled with one
+or two dashes and must come before PROGRAM.
+
+Flags:
+  -n N                number of ranks, 1..4096 (default 1)
+  --label             prefix every line of rank output with "[R] "
+  --timeout D         kill the job after D (e.g. 30s, 5m) and exit 124; 0 = no limit (default 0)
+  --grace D           time between SIGTERM and SIGKILL when stopping ranks (default 1s)
+  --pretend-hosts K   split the ranks into K consecutive blocks that act as K hosts
+                      (GEX_HOST=<hostname>-h<k>), 0..N (default 0 = one host)
+  --help              print this text
+
+When a rank exits non-zero or is killed, gexrun prints one line naming it and
+its status, stops the other ranks (SIGTERM, SIGKILL after --grace) and exits
+with the rank's status. SIGINT and SIGTERM are forwarded to every rank; a
+second one kills them. Exit codes: 0 if every rank exited 0; the code passed to
+exit by a rank (gasnet_exit); the failing rank's status (1 if killed or
+aborted); 124 after --timeout; 128+signal after a forwarded signal if a rank
+then failed; 2 for a usage error.
+
+Environment set by gexrun for every rank:
+  GEX_RANK                  this rank, 0..N-1
+  GEX_SIZE                  N
+  GEX_LOCAL_RANK            index of this rank among the ranks of its host
+  GEX_BOOT                  bootstrap socket of the job ("@gexgo-<jobid>", abstract Unix socket)
+  GEX_JOBID                 job identifier, unique per launch
+  GEX_HOST                  host identity (set with --pretend-hosts; a user may set it to
+                            override the hostname in the nbrhd/host computation)
+
+Environment read by the library in each rank:
+  GASNET_MAX_SEGSIZE        maximum segment size per process: a size ("64MB", "1GB") or a
+                            fraction of physical memory shared among the host's ranks ("0.5/H")
+  GASNET_SUPERNODE_MAXSIZE  maximum ranks per neighbourhood (nbrhd); 1 = no shared-memory RMA
+                            between ranks
+  GEX_WAITMODE              how blocking calls wait: spin, block or spinblock (default spinblock)
+  GEX_RCVTHREAD             1 = start a receive goroutine that runs handlers while the
+                            application computes
+  GEX_VERBOSE               1 = print non-fatal errors
+`
+
+// run is gexrun with its arguments and output streams; it returns the exit
+// code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gexrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // errors are reported below
+	n := fs.Int("n", 1, "number of ranks")
+	label := fs.Bool("label", false, "prefix output lines with [R]")
+	timeout := fs.Duration("timeout", 0, "job time limit")
+	grace := fs.Duration("grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL")
+	hosts := fs.Int("pretend-hosts", 0, "number of pretend hosts")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return 0
+		}
+		// The flag package has printed the error.
+		fmt.Fprintf(stderr, "%s\nRun 'gexrun --help' for details.\n", synopsis)
+		return launch.CodeUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "gexrun: "+format+"\n%s\nRun 'gexrun --help' for details.\n", append(a, synopsis)...)
+		return launch.CodeUsage
+	}
+	switch {
+	case *n < 1 || *n > launch.MaxRanks:
+		return usageErr("-n %d is out of range [1, %d]", *n, launch.MaxRanks)
+	case *timeout < 0:
+		return usageErr("--timeout %v is negative", *timeout)
+	case *grace <= 0:
+		return usageErr("--grace %v must be positive", *grace)
+	case *hosts < 0 || *hosts > *n:
+		return usageErr("--pretend-hosts %d is out of range [0, -n = %d]", *hosts, *n)
+	case fs.NArg() == 0:
+		return usageErr("no PROGRAM given")
+	}
+	code, _ := launch.Run(ctx, launch.Config{
+		N:            *n,
+		Program:      fs.Arg(0),
+		Args:         fs.Args()[1:],
+		Label:        *label,
+		Timeout:      *timeout,
+		Grace:        *grace,
+		PretendHosts: *hosts,
+		Stdout:       stdout,
+		Stderr:       stderr,
+	})
+	return code
+}
