@@ -40,7 +40,10 @@
 //
 // Run never returns before every rank has been reaped, and each rank's process
 // group is killed when the rank exits, while its zombie still pins the group
-// id, so a rank's children cannot outlive it within its group.
+// id, so a rank's children cannot outlive it within its group. A descendant
+// that left its rank's group (setsid) but still carries GEX_JOBID in its
+// environment is found in /proc and killed when the job ends ("gexrun:
+// killed 1 process that the job left behind ...").
 //
 // # Bootstrap server
 //

@@ -172,7 +172,9 @@ const (
 // SIGINT and SIGTERM received by the launcher while Run is active are
 // forwarded to every rank (a second one kills the job at once). Run returns
 // only after every rank has been reaped and the rest of each rank's process
-// group killed; it also removes any /dev/shm/gexgo-<jobid>* files.
+// group killed; then it kills any process still carrying the job's GEX_JOBID
+// (a rank's descendant that left its process group; reported in one line) and
+// removes any /dev/shm/gexgo-<jobid>* files.
 func Run(ctx context.Context, cfg Config) (code int, err error) {
 	if cerr := cfg.check(); cerr != nil {
 		stderr := cfg.Stderr
@@ -332,6 +334,17 @@ func (j *job) run(ctx context.Context) (int, error) {
 		j.grace.Stop()
 	}
 	srv.Close()
+	groups := make(map[int]bool, len(j.ranks))
+	for _, r := range j.ranks {
+		groups[r.pid] = true
+	}
+	if esc := killStragglers(cfg.JobID, groups); len(esc) > 0 {
+		what := "1 process"
+		if len(esc) > 1 {
+			what = strconv.Itoa(len(esc)) + " processes"
+		}
+		j.out.say(fmt.Sprintf("killed %s that the job left behind outside its ranks' process groups: %v", what, esc))
+	}
 	j.out.wait(cfg.Grace)
 
 	if j.ending == endSignal && j.sigBad {
