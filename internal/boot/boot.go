@@ -10,6 +10,13 @@
 //
 // Conduits consume only the Bootstrap interface, so new spawners slot in
 // without change above this package.
+//
+// The protocol between a rank and the launcher (frames, admission,
+// all-gather, exit and abort) is documented in package bootwire; the launcher
+// side is launch.Server. A connected rank ends with the job: when the launcher
+// says so (another rank called Exit) its OnExit hooks run and it exits with
+// the job's code; when the launcher goes away it prints "gexgo: rank R:
+// launcher connection lost; exiting" and exits 1.
 package boot
 
 import (

@@ -15,6 +15,11 @@ import (
 	"github.com/gexgo/gexgo/internal/launch"
 )
 
+// patientGrace is the grace period of tests in which ranks are expected to
+// exit by themselves: a SIGKILL after grace there would be a false failure on
+// a loaded machine.
+const patientGrace = 20 * time.Second
+
 func TestAllZero(t *testing.T) {
 	res := runJob(t, launch.Config{N: 4}, "codes", "0", "0", "0", "0")
 	if res.code != 0 || res.err != nil {
@@ -70,7 +75,7 @@ func TestKilledRank(t *testing.T) {
 }
 
 func TestSignalForwarded(t *testing.T) {
-	res := runJob(t, launch.Config{N: 3}, "sigint")
+	res := runJob(t, launch.Config{N: 3, Grace: patientGrace}, "sigint")
 	if res.code != 0 || res.err != nil {
 		t.Errorf("code %d, err %v; want 0 (every rank handled SIGINT and exited 0)", res.code, res.err)
 	}
@@ -89,7 +94,7 @@ func TestSignalForwarded(t *testing.T) {
 }
 
 func TestSignalThenFailure(t *testing.T) {
-	res := runJob(t, launch.Config{N: 2}, "sigint", "fail")
+	res := runJob(t, launch.Config{N: 2, Grace: patientGrace}, "sigint", "fail")
 	if want := 128 + int(syscall.SIGINT); res.code != want {
 		t.Errorf("code %d, want %d", res.code, want)
 	}
@@ -158,7 +163,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestBootExit(t *testing.T) {
-	res := runJob(t, launch.Config{N: 4}, "bootexit", "2", "5")
+	res := runJob(t, launch.Config{N: 4, Grace: patientGrace}, "bootexit", "2", "5")
 	if res.code != 5 {
 		t.Errorf("code %d, want 5", res.code)
 	}
@@ -177,7 +182,7 @@ func TestBootExit(t *testing.T) {
 }
 
 func TestBootExitZero(t *testing.T) {
-	res := runJob(t, launch.Config{N: 3}, "bootexit", "0", "0")
+	res := runJob(t, launch.Config{N: 3, Grace: patientGrace}, "bootexit", "0", "0")
 	if res.code != 0 || res.err != nil {
 		t.Errorf("code %d, err %v; want 0", res.code, res.err)
 	}
@@ -187,7 +192,7 @@ func TestBootExitZero(t *testing.T) {
 }
 
 func TestAbort(t *testing.T) {
-	res := runJob(t, launch.Config{N: 3}, "abort", "1", "disk on fire\nsecond line")
+	res := runJob(t, launch.Config{N: 3, Grace: patientGrace}, "abort", "1", "disk on fire\nsecond line")
 	if res.code != 1 {
 		t.Errorf("code %d, want 1", res.code)
 	}
