@@ -1,6 +1,8 @@
 package gex
 
 import (
+	"fmt"
+
 	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/gctx"
 )
@@ -117,13 +119,13 @@ func (ep *EP) registerInternal(e AMEntry) {
 func checkEntryFlags(f Flags) error {
 	cat, rr := f&amCategoryMask, f&amReqRepMask
 	if f&^(amCategoryMask|amReqRepMask) != 0 {
-		return badArg("RegisterHandlers", "Flags %v include flags other than GEX_FLAG_AM_*", f&^(amCategoryMask|amReqRepMask))
+		return fmt.Errorf("Flags %v include flags other than GEX_FLAG_AM_*", f&^(amCategoryMask|amReqRepMask))
 	}
 	if cat != FlagAMShort && cat != FlagAMMedium && cat != FlagAMLong && cat != FlagAMMedLong {
-		return badArg("RegisterHandlers", "Flags %v must include exactly one of GEX_FLAG_AM_SHORT, _MEDIUM, _LONG, _MEDLONG", f)
+		return fmt.Errorf("Flags %v must include exactly one of GEX_FLAG_AM_SHORT, _MEDIUM, _LONG, _MEDLONG", f)
 	}
 	if rr == 0 {
-		return badArg("RegisterHandlers", "Flags %v must include GEX_FLAG_AM_REQUEST, _REPLY or _REQREP", f)
+		return fmt.Errorf("Flags %v must include GEX_FLAG_AM_REQUEST, _REPLY or _REQREP", f)
 	}
 	return nil
 }
