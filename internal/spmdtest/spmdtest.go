@@ -168,6 +168,9 @@ func Run(t *testing.T, n int, body func(t *testing.T), opts ...Option) {
 	if testing.Verbose() {
 		args = append(args, "-test.v=true")
 	}
+	if testing.Short() {
+		args = append(args, "-test.short=true") // the ranks take the parent's branches
+	}
 	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
 		args = append(args, "-test.gocoverdir="+f.Value.String())
 	}
