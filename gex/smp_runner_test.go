@@ -1,9 +1,44 @@
 package gex_test
 
-import "testing"
+import (
+	"strconv"
+	"testing"
 
-func inRank() bool { return false }
+	"github.com/gexgo/gexgo/gex"
+	"github.com/gexgo/gexgo/internal/spmdtest"
+)
 
+func inRank() bool { return spmdtest.InRank() }
+
+// runSMP runs body as an n-rank job of real processes on the smp conduit: the
+// test binary re-executed as the ranks (see package spmdtest).
 func runSMP(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
-	t.Skip("process runner not wired yet")
+	t.Helper()
+	opts := []spmdtest.Option{spmdtest.Env(o.env...)}
+	if o.supernode > 0 {
+		opts = append(opts, spmdtest.Env("GASNET_SUPERNODE_MAXSIZE="+strconv.Itoa(o.supernode)))
+	}
+	if o.hosts != nil {
+		k := 1
+		for i := 1; i < len(o.hosts); i++ {
+			if o.hosts[i] != o.hosts[i-1] {
+				k++
+			}
+		}
+		opts = append(opts, spmdtest.PretendHosts(k))
+	}
+	spmdtest.Run(t, n, func(t *testing.T) {
+		c, ep, tm, err := gex.ClientInit("CONFORMANCE", 0, gex.WithReceiveGoroutine(o.rcv), gex.WithWaitMode(o.waitMode))
+		if err != nil {
+			t.Fatalf("ClientInit: %v", err)
+		}
+		e := &rankEnv{t: t, c: c, ep: ep, tm: tm}
+		e.fatal = func(msg string) { t.Fatal(msg) } // the rank exits non-zero; the launcher ends the job
+		setup(e, o)
+		body(e)
+		e.Barrier()
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}, opts...)
 }
