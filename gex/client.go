@@ -42,7 +42,10 @@ type Client struct {
 	hostIdx    Rank
 	pos        Position
 
-	handlerG gset // goroutines running an AM handler of this client
+	// handlerG[q] is the goroutine running a handler delivered from inbound
+	// queue q (0 requests, 1 replies), or 0. Each queue has one consumer at a
+	// time, so one word per queue tracks every handler context of the client.
+	handlerG [2]atomic.Uintptr
 	prepareG gset // goroutines between an AM Prepare and its Commit
 
 	waitMode atomic.Int32

@@ -194,7 +194,8 @@ func (sd *SrcDesc) commit(op string, cat conduit.Category, isReq bool, h AMIndex
 	}
 	c := sd.c
 	s := amSpec{op: op, cat: cat, isReq: isReq, dst: sd.dst, h: h, payload: sd.buf[:nbytes], dest: dest, lc: sd.lc, flags: sd.flags &^ (FlagAMPrepareLeastClient | FlagAMPrepareLeastAlloc | FlagImmediate)}
-	hdr, _, err := c.buildHeader(s, len(args))
+	var hdr conduit.Header
+	_, err := c.buildHeader(&s, len(args), &hdr)
 	if err != nil {
 		return err // the SrcDesc stays live: the caller may Commit again with corrected arguments
 	}

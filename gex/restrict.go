@@ -82,7 +82,7 @@ var hslHolders gset
 // checkRestricted returns a restrictedError if the caller may not make a
 // communicating call now. op names the API for the message.
 func (c *Client) checkRestricted(op string) error {
-	if c.handlerG.n.Load() == 0 && c.prepareG.n.Load() == 0 && hslHolders.n.Load() == 0 {
+	if c.handlerG[0].Load() == 0 && c.handlerG[1].Load() == 0 && c.prepareG.n.Load() == 0 && hslHolders.n.Load() == 0 {
 		return nil
 	}
 	return c.checkRestrictedSlow(op)
@@ -91,7 +91,7 @@ func (c *Client) checkRestricted(op string) error {
 func (c *Client) checkRestrictedSlow(op string) error {
 	g := gctx.ID()
 	switch {
-	case c.handlerG.has(g):
+	case c.handlerG[0].Load() == g || c.handlerG[1].Load() == g:
 		return &restrictedError{op: op, why: "inside an AM handler"}
 	case hslHolders.has(g):
 		return &restrictedError{op: op, why: "while holding a handler-safe lock (HSL)"}

@@ -53,34 +53,43 @@ type slotHeader struct {
 	Placed bool // Long payload already written into the destination segment
 }
 
-// encodeSlot writes h (and, if h.Inline, the payload) into the slot data s.
-// The caller guarantees len(payload) fits when inline.
-func encodeSlot(s []byte, h *slotHeader, payload []byte) {
-	k := byte(h.Cat) & kindCatMask
+// encodeSlot writes an AM into the slot data s: the header h from src, with
+// payload length n and either the payload inline (kindInline in flags), a pool
+// buffer index buf, or a Long already placed (kindPlaced). The caller
+// guarantees that an inline payload fits.
+func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte, payload []byte) {
+	k := byte(h.Cat)&kindCatMask | flags
 	if h.IsReq {
 		k |= kindReq
 	}
-	if h.Inline {
-		k |= kindInline
-	}
-	if h.Placed {
-		k |= kindPlaced
-	}
+	_ = s[offInline-1]
 	s[offKind] = k
 	s[offHandler] = h.Handler
 	s[offNArgs] = h.NArgs
 	s[3] = 0
-	binary.LittleEndian.PutUint32(s[offSrc:], uint32(h.Src))
-	binary.LittleEndian.PutUint32(s[offNBytes:], uint32(h.NBytes))
-	binary.LittleEndian.PutUint32(s[offBuf:], uint32(h.Buf))
+	binary.LittleEndian.PutUint32(s[offSrc:], uint32(src))
+	binary.LittleEndian.PutUint32(s[offNBytes:], uint32(n))
+	binary.LittleEndian.PutUint32(s[offBuf:], uint32(buf))
 	binary.LittleEndian.PutUint64(s[offDest:], h.Dest)
 	a := s[offArgs : offArgs+4*conduit.MaxArgs]
-	for i := 0; i < int(h.NArgs); i++ {
+	for i := 0; i < int(h.NArgs) && i < conduit.MaxArgs; i++ {
 		binary.LittleEndian.PutUint32(a[4*i:], uint32(h.Args[i]))
 	}
-	if h.Inline {
+	if flags&kindInline != 0 {
 		copy(s[offInline:], payload)
 	}
+}
+
+// encodeSlotHeader is encodeSlot for a decoded header (tests, fuzzing).
+func encodeSlotHeader(s []byte, h *slotHeader, payload []byte) {
+	var f byte
+	if h.Inline {
+		f |= kindInline
+	}
+	if h.Placed {
+		f |= kindPlaced
+	}
+	encodeSlot(s, &h.Header, h.Src, h.NBytes, h.Buf, f, payload)
 }
 
 var errSlot = errors.New("smp: malformed AM slot")

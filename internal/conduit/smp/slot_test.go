@@ -16,7 +16,7 @@ func sampleSlot(cat conduit.Category, isReq, inline bool, nargs int, payload []b
 		h.Args[i] = int32(-1000 * (i + 1))
 	}
 	s := make([]byte, testSlotData)
-	encodeSlot(s, &h, payload)
+	encodeSlotHeader(s, &h, payload)
 	return h, s
 }
 
@@ -98,7 +98,7 @@ func FuzzDecodeSlot(f *testing.F) {
 		if h.Inline {
 			payload = s[offInline : offInline+h.NBytes]
 		}
-		encodeSlot(out, &h, payload)
+		encodeSlotHeader(out, &h, payload)
 		var h2 slotHeader
 		if err := decodeSlot(out, &h2, 4, 65536); err != nil || h2 != h {
 			t.Fatalf("re-encode mismatch: %v %+v vs %+v", err, h2, h)

@@ -67,7 +67,7 @@ const (
 	// MaxLongUnmapped is the Long payload limit otherwise (a pool buffer).
 	MaxLongUnmapped = poolBufSize
 
-	pollBudget = 64 // AMs delivered per ring per Poll
+	pollBudget = 256 // AMs delivered per ring per Poll
 )
 
 // EnvSupernodeMaxSize is GASNet's GASNET_SUPERNODE_MAXSIZE: the largest number
@@ -373,11 +373,12 @@ var inlineMax = slotSize - 8 - offInline
 func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
 	pr := &c.peers[dst]
 	qi := qidx(h.IsReq)
-	sh := slotHeader{Header: h, Src: c.rank, NBytes: len(payload), Buf: -1}
 	n := len(payload)
+	buf := -1
+	var kind byte
 	switch {
 	case h.Cat == conduit.Short:
-		sh.NBytes = 0
+		n = 0
 	case h.Cat == conduit.Long && pr.mapped:
 		if n > 0 {
 			local := pr.seg.Local
@@ -387,19 +388,19 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 			}
 			copy(local[off:], payload)
 		}
-		sh.Placed = true
+		kind = kindPlaced
 	case n <= inlineMax:
-		sh.Inline = true
+		kind = kindInline
 	default:
 		if n > poolBufSize {
 			return fmt.Errorf("smp: payload of %d bytes exceeds the %d-byte buffer", n, poolBufSize)
 		}
 		pool := pr.out[qi]
 		for w := 0; ; w++ {
-			idx, buf, ok := pool.TryAlloc()
+			idx, b, ok := pool.TryAlloc()
 			if ok {
-				copy(buf, payload)
-				sh.Buf = idx
+				copy(b, payload)
+				buf = idx
 				break
 			}
 			if flags&conduit.Immediate != 0 {
@@ -412,14 +413,14 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 	for w := 0; ; w++ {
 		data, ticket, ok := q.TryReserve()
 		if ok {
-			encodeSlot(data, &sh, payload)
+			encodeSlot(data, &h, c.rank, n, buf, kind, payload)
 			q.Commit(ticket)
 			pr.bell.Ring()
 			return nil
 		}
 		if flags&conduit.Immediate != 0 {
-			if sh.Buf >= 0 {
-				_ = pr.out[qi].Free(sh.Buf)
+			if buf >= 0 {
+				_ = pr.out[qi].Free(buf)
 			}
 			return conduit.ErrWouldBlock
 		}
@@ -486,12 +487,11 @@ func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) erro
 		_ = pr.out[qi].Free(idx)
 		return err
 	}
-	sh := slotHeader{Header: h, Src: c.rank, NBytes: nbytes, Buf: idx}
 	q := pr.ring[qi]
 	for w := 0; ; w++ {
 		data, ticket, ok := q.TryReserve()
 		if ok {
-			encodeSlot(data, &sh, nil)
+			encodeSlot(data, &h, c.rank, nbytes, idx, 0, nil)
 			q.Commit(ticket)
 			pr.bell.Ring()
 			return nil
