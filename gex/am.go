@@ -226,16 +226,16 @@ func (c *Client) deliver(in *conduit.Incoming) {
 		}
 		payload = dst
 	}
-	t := &c.repTok
+	t, q := &c.repTok, 1
 	if in.IsReq {
-		t = &c.reqTok
+		t, q = &c.reqTok, 0
 	}
 	g := gctx.ID()
 	t.src, t.entry, t.dest, t.g = in.Src, e, Addr(in.Dest), g
 	t.isReq, t.isLong, t.replied, t.live = in.IsReq, in.Cat == conduit.Long, false, true
-	c.handlerG.add(g)
+	c.handlerG[q].Store(g)
 	e.Fn(t, payload, in.Args[:in.NArgs])
-	c.handlerG.remove(g)
+	c.handlerG[q].Store(0)
 	t.live = false
 }
 
@@ -286,7 +286,7 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 	if err := tm.checkRank("RequestShort", rank); err != nil {
 		return err
 	}
-	return tm.c.sendAM(amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, dst: tm.jobrank(rank), h: h, flags: flags}, args)
+	return tm.c.sendAM(&amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, dst: tm.jobrank(rank), h: h, flags: flags}, args)
 }
 
 // RequestMedium implements gex_AM_RequestMedium[M]. lc is the local completion
@@ -297,7 +297,7 @@ func (tm *TM) RequestMedium(rank Rank, h AMIndex, payload []byte, lc *Event, fla
 	if err := tm.checkRank("RequestMedium", rank); err != nil {
 		return err
 	}
-	return tm.c.sendAM(amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, lc: lc, flags: flags}, args)
+	return tm.c.sendAM(&amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, lc: lc, flags: flags}, args)
 }
 
 // RequestLong implements gex_AM_RequestLong[M]: payload is placed at dest in
@@ -307,24 +307,24 @@ func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *E
 	if err := tm.checkRank("RequestLong", rank); err != nil {
 		return err
 	}
-	return tm.c.sendAM(amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+	return tm.c.sendAM(&amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
 }
 
 // ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
 // Request handler that received t, and not while holding an HSL.
 func (t *Token) ReplyShort(h AMIndex, flags Flags, args ...AMArg) error {
-	return t.reply(amSpec{op: "ReplyShort", cat: conduit.Short, h: h, flags: flags}, args)
+	return t.reply(&amSpec{op: "ReplyShort", cat: conduit.Short, h: h, flags: flags}, args)
 }
 
 // ReplyMedium implements gex_AM_ReplyMedium[M]. lc as for RequestMedium, except
 // that EventGroup is not permitted.
 func (t *Token) ReplyMedium(h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
-	return t.reply(amSpec{op: "ReplyMedium", cat: conduit.Medium, h: h, payload: payload, lc: lc, flags: flags}, args)
+	return t.reply(&amSpec{op: "ReplyMedium", cat: conduit.Medium, h: h, payload: payload, lc: lc, flags: flags}, args)
 }
 
 // ReplyLong implements gex_AM_ReplyLong[M]. lc as for ReplyMedium.
 func (t *Token) ReplyLong(h AMIndex, payload []byte, dest Addr, lc *Event, flags Flags, args ...AMArg) error {
-	return t.reply(amSpec{op: "ReplyLong", cat: conduit.Long, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+	return t.reply(&amSpec{op: "ReplyLong", cat: conduit.Long, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
 }
 
 // checkReply checks that t may send a Reply from the calling goroutine now.
@@ -341,10 +341,16 @@ func (t *Token) checkReply(op string) error {
 	if hslHolders.has(t.g) {
 		return &restrictedError{op: op, why: "while holding a handler-safe lock (HSL)"}
 	}
+	// "Negotiated-payload AM": between a Prepare and its Commit "all
+	// communication calls are prohibited" and "Prepare/commit pairs do not
+	// nest", so a PrepareReply* must be committed before any other Reply.
+	if t.c.prepareG.has(t.g) {
+		return &restrictedError{op: op, why: "between an AM Prepare and its Commit"}
+	}
 	return nil
 }
 
-func (t *Token) reply(s amSpec, args []AMArg) error {
+func (t *Token) reply(s *amSpec, args []AMArg) error {
 	if err := t.checkReply(s.op); err != nil {
 		return err
 	}
@@ -357,7 +363,7 @@ func (t *Token) reply(s amSpec, args []AMArg) error {
 }
 
 // sendAM is the Request path: restricted-context check, then inject.
-func (c *Client) sendAM(s amSpec, args []AMArg) error {
+func (c *Client) sendAM(s *amSpec, args []AMArg) error {
 	if err := c.checkRestricted(s.op); err != nil {
 		return err
 	}
@@ -366,8 +372,9 @@ func (c *Client) sendAM(s amSpec, args []AMArg) error {
 
 // inject validates an AM and hands it to the conduit. It does not allocate on
 // success.
-func (c *Client) inject(s amSpec, args []AMArg) error {
-	hdr, cflags, err := c.buildHeader(s, len(args))
+func (c *Client) inject(s *amSpec, args []AMArg) error {
+	var hdr conduit.Header
+	cflags, err := c.buildHeader(s, len(args), &hdr)
 	if err != nil {
 		return err
 	}
@@ -385,28 +392,28 @@ func (c *Client) inject(s amSpec, args []AMArg) error {
 }
 
 // buildHeader checks everything about an injection that the initiator can
-// check and returns the conduit header (without args) and send flags.
-func (c *Client) buildHeader(s amSpec, nargs int) (conduit.Header, conduit.SendFlags, error) {
-	var hdr conduit.Header
+// check, fills in the conduit header (except the args) and returns the send
+// flags.
+func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit.SendFlags, error) {
 	if s.h < AMIndexBase {
-		return hdr, 0, badArg(s.op, "handler index %d is below AMIndexBase (%d): client handlers live in [%d, 255]", s.h, AMIndexBase, AMIndexBase)
+		return 0, badArg(s.op, "handler index %d is below AMIndexBase (%d): client handlers live in [%d, 255]", s.h, AMIndexBase, AMIndexBase)
 	}
 	if nargs > MaxArgs {
-		return hdr, 0, badArg(s.op, "%d handler args exceed MaxArgs (%d)", nargs, MaxArgs)
+		return 0, badArg(s.op, "%d handler args exceed MaxArgs (%d)", nargs, MaxArgs)
 	}
 	allowed := amInjectAllowed
 	if s.cat == conduit.Long {
 		allowed |= FlagPeerSegOffset
 	}
 	if bad := s.flags &^ allowed; bad != 0 {
-		return hdr, 0, badArg(s.op, "flags %v are not valid for AM injection", bad)
+		return 0, badArg(s.op, "flags %v are not valid for AM injection", bad)
 	}
 	if s.cat != conduit.Short {
 		if s.lc == EventDefer {
-			return hdr, 0, badArg(s.op, "lc_opt EventDefer is not permitted for AMs (use EventNow, EventGroup or an *Event)")
+			return 0, badArg(s.op, "lc_opt EventDefer is not permitted for AMs (use EventNow, EventGroup or an *Event)")
 		}
 		if s.lc == EventGroup && !s.isReq {
-			return hdr, 0, badArg(s.op, "lc_opt EventGroup is not permitted for Replies")
+			return 0, badArg(s.op, "lc_opt EventGroup is not permitted for Replies")
 		}
 	}
 	lim := c.cd.Limits(s.dst)
@@ -414,11 +421,11 @@ func (c *Client) buildHeader(s amSpec, nargs int) (conduit.Header, conduit.SendF
 	switch s.cat {
 	case conduit.Medium:
 		if n > lim.MaxMedium {
-			return hdr, 0, badArg(s.op, "payload of %d bytes exceeds the max Medium payload %d to rank %d", n, lim.MaxMedium, s.dst)
+			return 0, badArg(s.op, "payload of %d bytes exceeds the max Medium payload %d to rank %d", n, lim.MaxMedium, s.dst)
 		}
 	case conduit.Long:
 		if n > lim.MaxLong {
-			return hdr, 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, lim.MaxLong, s.dst)
+			return 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, lim.MaxLong, s.dst)
 		}
 		seg := c.cd.Segment(s.dst)
 		dest := s.dest
@@ -427,15 +434,15 @@ func (c *Client) buildHeader(s amSpec, nargs int) (conduit.Header, conduit.SendF
 		}
 		if n > 0 {
 			if seg.Size == 0 {
-				return hdr, 0, badArg(s.op, "rank %d has no bound segment for a Long of %d bytes", s.dst, n)
+				return 0, badArg(s.op, "rank %d has no bound segment for a Long of %d bytes", s.dst, n)
 			}
 			if dest < Addr(seg.Owner) || uint64(dest-Addr(seg.Owner)) > seg.Size || uint64(n) > seg.Size-uint64(dest-Addr(seg.Owner)) {
-				return hdr, 0, badArg(s.op, "Long destination [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(dest), n, s.dst, seg.Owner, seg.Size)
+				return 0, badArg(s.op, "Long destination [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(dest), n, s.dst, seg.Owner, seg.Size)
 			}
 			if seg.Local != nil {
 				off := uint64(dest - Addr(seg.Owner))
 				if overlaps(s.payload, seg.Local[off:off+uint64(n)]) {
-					return hdr, 0, badArg(s.op, "Long source and destination overlap (GASNet-EX \"Fixed-payload AM\", NOTE 4)")
+					return 0, badArg(s.op, "Long source and destination overlap (GASNet-EX \"Fixed-payload AM\", NOTE 4)")
 				}
 			}
 		}
@@ -446,5 +453,5 @@ func (c *Client) buildHeader(s amSpec, nargs int) (conduit.Header, conduit.SendF
 	if s.flags&FlagImmediate != 0 {
 		cflags |= conduit.Immediate
 	}
-	return hdr, cflags, nil
+	return cflags, nil
 }
