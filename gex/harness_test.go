@@ -2,6 +2,7 @@ package gex_test
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -126,11 +127,22 @@ func runLoop(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
 	runtime.GC()
 }
 
+// envConduit selects the conduits the conformance suite runs on: "loop",
+// "smp", or unset for both. `GEX_TEST_CONDUIT=loop go test -race ./gex/` runs
+// the suite on goroutine ranks under the race detector.
+const envConduit = "GEX_TEST_CONDUIT"
+
 // conformance runs body on loop and (in process mode) on smp.
 func conformance(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
 	t.Helper()
-	if !inRank() {
+	sel := os.Getenv(envConduit)
+	if sel != "" && sel != "loop" && sel != "smp" {
+		t.Fatalf("%s=%q: want loop, smp or unset", envConduit, sel)
+	}
+	if !inRank() && sel != "smp" {
 		t.Run("loop", func(t *testing.T) { runLoop(t, n, o, body) })
 	}
-	t.Run("smp", func(t *testing.T) { runSMP(t, n, o, body) })
+	if sel != "loop" {
+		t.Run("smp", func(t *testing.T) { runSMP(t, n, o, body) })
+	}
 }
