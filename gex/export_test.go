@@ -1,0 +1,26 @@
+package gex
+
+import "github.com/gexgo/gexgo/internal/conduit"
+
+// Hooks for the external test package (gex_test). They let the receive-side
+// tests see what a rank dropped and inject AMs that the API would refuse.
+
+// RejectedAMs is the number of incoming AMs c has rejected (unregistered
+// handler, wrong category, request/reply or nargs, Long outside the segment).
+func RejectedAMs(c *Client) uint64 { return c.rejected.Load() }
+
+// RawHeader is the conduit header RawSend takes.
+type RawHeader = conduit.Header
+
+// Categories for RawHeader.Cat.
+const (
+	RawShort  = conduit.Short
+	RawMedium = conduit.Medium
+	RawLong   = conduit.Long
+)
+
+// RawSend hands an AM to the conduit without any of the initiator's checks,
+// as a misbehaving peer would.
+func RawSend(c *Client, dst int, h RawHeader, payload []byte) error {
+	return c.cd.Send(dst, h, payload, 0)
+}
