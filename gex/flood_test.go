@@ -45,7 +45,9 @@ func amFlood(e *rankEnv, full bool) {
 		payload[i] = byte(i)
 	}
 	check := func(msg string) { bad.CompareAndSwap(nil, &msg) }
-	var repIdx gex.AMIndex
+	// Fixed indices: handlers may run (on the receive goroutine) as soon as
+	// they are registered, so they must not read anything assigned after.
+	const repIdx, shortIdx, medIdx gex.AMIndex = 201, 202, 203
 	reqFn := func(tk *gex.Token, p []byte, a []gex.AMArg) {
 		for i, b := range p {
 			if b != byte(i) {
@@ -63,13 +65,12 @@ func amFlood(e *rankEnv, full bool) {
 		}
 	}
 	table := []gex.AMEntry{
-		{Flags: gex.FlagAMShort | gex.FlagAMReply, NArgs: 0, Name: "flood-rep",
+		{Index: repIdx, Flags: gex.FlagAMShort | gex.FlagAMReply, NArgs: 0, Name: "flood-rep",
 			Fn: func(*gex.Token, []byte, []gex.AMArg) { replies.Add(1) }},
-		{Flags: gex.FlagAMShort | gex.FlagAMRequest, NArgs: 2, Name: "flood-short", Fn: reqFn},
-		{Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 2, Name: "flood-medium", Fn: reqFn},
+		{Index: shortIdx, Flags: gex.FlagAMShort | gex.FlagAMRequest, NArgs: 2, Name: "flood-short", Fn: reqFn},
+		{Index: medIdx, Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 2, Name: "flood-medium", Fn: reqFn},
 	}
 	e.Check(e.ep.RegisterHandlers(table), "RegisterHandlers")
-	repIdx, shortIdx, medIdx := table[0].Index, table[1].Index, table[2].Index
 	e.Barrier()
 
 	sizes := [...]int{0, 8, 100, 4096, 0, 1000}
@@ -110,4 +111,3 @@ func amFlood(e *rankEnv, full bool) {
 	}
 	e.Logf("flood: %d requests and %d replies handled per rank, %d AMs in all", wantN, per, 2*per*int(e.size))
 }
-

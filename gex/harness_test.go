@@ -93,6 +93,8 @@ func setup(e *rankEnv, o jobOpts) {
 		e.seg, err = gex.SegmentAttach(e.tm, o.segSize)
 		e.Check(err, "SegmentAttach")
 	}
+	// No AM is delivered here before this rank polls (the receive goroutine
+	// is started after setup), so peers' barrier AMs always find the handler.
 }
 
 // runLoop runs body as an n-rank job on the loop conduit.
@@ -104,7 +106,9 @@ func runLoop(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
 	}
 	lj.Run(func(rank int) {
 		opts := []gex.Option{gex.WithReceiveGoroutine(o.rcv), gex.WithWaitMode(o.waitMode)}
-		c, ep, tm, err := lj.ClientInit(rank, "CONFORMANCE", 0, opts...)
+		// The receive goroutine starts only after setup registered the
+		// barrier handler: a peer's first barrier AM must find it.
+		c, ep, tm, err := lj.ClientInit(rank, "CONFORMANCE", gex.FlagDeferThreads, opts...)
 		if err != nil {
 			t.Errorf("rank %d: ClientInit: %v", rank, err)
 			return
@@ -115,6 +119,7 @@ func runLoop(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
 			c.Exit(1) // ends this goroutine and releases the other ranks
 		}
 		setup(e, o)
+		c.StartProgressThreads()
 		body(e)
 		e.Barrier() // nobody leaves while a peer may still need it to poll
 		if err := c.Close(); err != nil {

@@ -28,13 +28,14 @@ func runSMP(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
 		opts = append(opts, spmdtest.PretendHosts(k))
 	}
 	spmdtest.Run(t, n, func(t *testing.T) {
-		c, ep, tm, err := gex.ClientInit("CONFORMANCE", 0, gex.WithReceiveGoroutine(o.rcv), gex.WithWaitMode(o.waitMode))
+		c, ep, tm, err := gex.ClientInit("CONFORMANCE", gex.FlagDeferThreads, gex.WithReceiveGoroutine(o.rcv), gex.WithWaitMode(o.waitMode))
 		if err != nil {
 			t.Fatalf("ClientInit: %v", err)
 		}
 		e := &rankEnv{t: t, c: c, ep: ep, tm: tm}
 		e.fatal = func(msg string) { t.Fatal(msg) } // the rank exits non-zero; the launcher ends the job
 		setup(e, o)
+		c.StartProgressThreads() // after the barrier handler is registered
 		body(e)
 		e.Barrier()
 		if err := c.Close(); err != nil {
