@@ -47,6 +47,10 @@ func (e *AMEntry) label() string {
 // Fixed indices must be unique across the table and all earlier calls. Either
 // every entry is registered or, on error, none.
 func (ep *EP) RegisterHandlers(table []AMEntry) error {
+	return ep.c.report(ep.registerHandlers(table))
+}
+
+func (ep *EP) registerHandlers(table []AMEntry) error {
 	const op = "RegisterHandlers"
 	if err := ep.c.checkRestricted(op); err != nil {
 		return err
@@ -352,22 +356,22 @@ func (t *Token) checkReply(op string) error {
 
 func (t *Token) reply(s *amSpec, args []AMArg) error {
 	if err := t.checkReply(s.op); err != nil {
-		return err
+		return t.c.report(err)
 	}
 	s.dst = t.src
 	err := t.c.inject(s, args)
 	if err == nil {
 		t.replied = true
 	}
-	return err
+	return t.c.report(err)
 }
 
 // sendAM is the Request path: restricted-context check, then inject.
 func (c *Client) sendAM(s *amSpec, args []AMArg) error {
 	if err := c.checkRestricted(s.op); err != nil {
-		return err
+		return c.report(err)
 	}
-	return c.inject(s, args)
+	return c.report(c.inject(s, args))
 }
 
 // inject validates an AM and hands it to the conduit. It does not allocate on

@@ -373,6 +373,16 @@ func (c *Client) Close() error {
 	return c.cd.Close()
 }
 
+// report prints err when verbose errors are on (gex_System_SetVerboseErrors:
+// "console messages ... for certain non-fatal errors") and returns it.
+// ErrNoOp is backpressure, not an error, and is never printed.
+func (c *Client) report(err error) error {
+	if err != nil && c.verbose.Load() && err != ErrNoOp {
+		c.logf("%v", err)
+	}
+	return err
+}
+
 // logf prints a library message for this rank to stderr.
 func (c *Client) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "gexgo: rank %d: %s\n", c.rank, fmt.Sprintf(format, args...))

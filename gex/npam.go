@@ -77,6 +77,11 @@ func (t *Token) PrepareReplyLong(clientBuf []byte, leastPayload, mostPayload int
 }
 
 func (c *Client) prepare(op string, tok *Token, dst int, cat conduit.Category, isReq bool, clientBuf []byte, least, most int, dest Addr, lc *Event, flags Flags, nargs int) (*SrcDesc, error) {
+	sd, err := c.prepare1(op, tok, dst, cat, isReq, clientBuf, least, most, dest, lc, flags, nargs)
+	return sd, c.report(err)
+}
+
+func (c *Client) prepare1(op string, tok *Token, dst int, cat conduit.Category, isReq bool, clientBuf []byte, least, most int, dest Addr, lc *Event, flags Flags, nargs int) (*SrcDesc, error) {
 	if isReq {
 		if err := c.checkRestricted(op); err != nil {
 			return nil, err
@@ -177,6 +182,14 @@ func (sd *SrcDesc) CommitReplyLong(h AMIndex, nbytes int, dest Addr, args ...AMA
 }
 
 func (sd *SrcDesc) commit(op string, cat conduit.Category, isReq bool, h AMIndex, nbytes int, dest Addr, args []AMArg) error {
+	err := sd.commit1(op, cat, isReq, h, nbytes, dest, args)
+	if err != nil && sd != nil && sd.c != nil {
+		sd.c.report(err)
+	}
+	return err
+}
+
+func (sd *SrcDesc) commit1(op string, cat conduit.Category, isReq bool, h AMIndex, nbytes int, dest Addr, args []AMArg) error {
 	if sd == nil || !sd.live || sd.g != gctx.ID() {
 		return badArg(op, "the SrcDesc is not live on this goroutine (each Prepare is consumed by exactly one Commit on the same goroutine)")
 	}

@@ -129,7 +129,7 @@ func (tm *TM) TranslateRankToEP(rank Rank, flags Flags) (EPLocation, error) {
 // checkRank validates a team rank for a communication call.
 func (tm *TM) checkRank(op string, rank Rank) error {
 	if rank >= tm.size {
-		return badArg(op, "rank %d out of range: team size is %d", rank, tm.size)
+		return tm.c.report(badArg(op, "rank %d out of range: team size is %d", rank, tm.size))
 	}
 	return nil
 }

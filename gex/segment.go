@@ -22,6 +22,11 @@ func SegmentAttach(tm *TM, size uint64) (*Segment, error) {
 	if tm == nil {
 		return nil, badArg("SegmentAttach", "tm is nil")
 	}
+	s, err := segmentAttach(tm, size)
+	return s, tm.c.report(err)
+}
+
+func segmentAttach(tm *TM, size uint64) (*Segment, error) {
 	c := tm.c
 	if err := c.checkRestricted("SegmentAttach"); err != nil {
 		return nil, err
