@@ -9,7 +9,8 @@
 //  2. measures the AM Short round trip (request to the right neighbour, reply
 //     back) over -iters iterations;
 //  3. floods its right neighbour with -flood Short requests and reports the
-//     rate at which the neighbour's handler ran them.
+//     rate at which the neighbour's handler ran them (with -oneway only rank 0
+//     floods rank 1, so one core sends while another receives).
 package main
 
 import (
@@ -37,6 +38,7 @@ func main() {
 	laps := flag.Int("laps", 10, "laps of the token around the ring")
 	iters := flag.Int("iters", 20000, "round trips for the latency measurement")
 	flood := flag.Int("flood", 1000000, "requests in the flood measurement")
+	oneway := flag.Bool("oneway", false, "flood only from rank 0 to rank 1 (the others idle), instead of every rank to its right neighbour")
 	flag.Parse()
 
 	c, ep, tm, err := gex.ClientInit("AMPING", 0)
@@ -145,13 +147,20 @@ func main() {
 
 	// 3. Flood: -flood requests to the right neighbour; it timestamps the first
 	// and the last handler run.
-	t0 := time.Now()
-	for i := 0; i < *flood; i++ {
-		check(tm.RequestShort(right, hFlood, 0))
+	sends := !*oneway || me == 0 && n > 1
+	receives := !*oneway || me == 1
+	var inject time.Duration
+	if sends {
+		t0 := time.Now()
+		for i := 0; i < *flood; i++ {
+			check(tm.RequestShort(right, hFlood, 0))
+		}
+		check(tm.RequestShort(right, hFloodDone, 0))
+		inject = time.Since(t0)
 	}
-	check(tm.RequestShort(right, hFloodDone, 0))
-	inject := time.Since(t0)
-	check(c.BlockUntil(func() bool { return floodDone.Load() != 0 && flooded.Load() == int64(*flood) }))
+	if receives {
+		check(c.BlockUntil(func() bool { return floodDone.Load() != 0 && flooded.Load() == int64(*flood) }))
+	}
 	barrier()
 
 	recvDur := time.Duration(floodDone.Load() - floodT0.Load())
@@ -165,8 +174,13 @@ func main() {
 		fmt.Printf("rank %d/%d: AM Short round trip to rank %d: avg %.2f us, median %.2f us, min %.2f us (%d iterations)\n",
 			me, n, right, us(sum/time.Duration(len(rts))), us(rts[len(rts)/2]), us(rts[0]), len(rts))
 	}
-	fmt.Printf("rank %d/%d: AM Short flood from rank %d: %d requests handled at %.2f M/s; injection to rank %d %.3f us/msg\n",
-		me, n, left, flooded.Load(), float64(*flood)/recvDur.Seconds()/1e6, right, us(inject)/float64(*flood+1))
+	if receives {
+		fmt.Printf("rank %d/%d: AM Short flood from rank %d: %d requests handled at %.2f M/s (%.3f us/msg)\n",
+			me, n, left, flooded.Load(), float64(*flood)/recvDur.Seconds()/1e6, us(recvDur)/float64(*flood))
+	}
+	if sends {
+		fmt.Printf("rank %d/%d: AM Short flood to rank %d: injected at %.3f us/msg\n", me, n, right, us(inject)/float64(*flood+1))
+	}
 	barrier()
 	if !ringOK {
 		os.Exit(1)
