@@ -112,14 +112,6 @@ func (ep *EP) registerHandlers(table []AMEntry) error {
 	return nil
 }
 
-// registerInternal installs a library handler at an index below AMIndexBase.
-func (ep *EP) registerInternal(e AMEntry) {
-	if e.Index == 0 || e.Index >= AMIndexBase || checkEntryFlags(e.Flags) != nil {
-		panic("gex: bad internal handler entry")
-	}
-	ep.handlers[e.Index].Store(&e)
-}
-
 func checkEntryFlags(f Flags) error {
 	cat, rr := f&amCategoryMask, f&amReqRepMask
 	if f&^(amCategoryMask|amReqRepMask) != 0 {

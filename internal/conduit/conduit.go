@@ -108,17 +108,6 @@ type Topology struct {
 	MaxSeg []uint64
 }
 
-// Members returns the job ranks r with of[r] == idx, in increasing order.
-func Members(of []int, idx int) []int {
-	var out []int
-	for r, v := range of {
-		if v == idx {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // Count returns the number of distinct indices in of (max+1).
 func Count(of []int) int {
 	n := 0
