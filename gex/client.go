@@ -56,6 +56,9 @@ type Client struct {
 	rejectLog      atomic.Uint64 // rejections printed so far (rate limit)
 
 	sdPool sync.Pool // *SrcDesc
+	evPool sync.Pool // *eventState
+	nbi    nbiState
+	ops    opTable // path-(b) RMA operations in flight
 
 	done <-chan struct{} // in-process jobs: closed when the job ended
 
@@ -139,6 +142,7 @@ func checkClientArgs(name string, flags Flags) error {
 func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*Client, *EP, *TM, error) {
 	c := &Client{cd: cd, name: name, flags: flags, rank: cd.Rank(), size: cd.Size(), topo: cd.Topology()}
 	c.sdPool.New = func() any { return new(SrcDesc) }
+	c.evPool.New = func() any { return new(eventState) }
 	mode := WaitSpinBlock
 	switch strings.ToLower(os.Getenv(EnvWaitMode)) {
 	case "spin":
@@ -163,6 +167,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.ep = &EP{c: c, index: 0}
 	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size)}
 	c.reqTok.c, c.repTok.c = c, c
+	for _, e := range c.rmaHandlers() {
+		c.ep.handlers[e.Index].Store(&e)
+	}
 	cd.SetDelivery(c.deliver)
 	if err := cd.Barrier(); err != nil {
 		return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: "initial barrier: " + err.Error()}

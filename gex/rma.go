@@ -1,0 +1,242 @@
+package gex
+
+import (
+	"encoding/binary"
+)
+
+// One-sided RMA, GASNet-EX "Extended API" (gex_RMA_*). Two paths, chosen per
+// peer:
+//
+//   (a) the peer's segment is mapped here (self and neighbourhood peers): a
+//       put or get is a copy through the mapping, complete when the call
+//       returns. The target sees a put's bytes through any later
+//       synchronisation from this rank (an AM, an atomic, a barrier), because
+//       those publish with release stores that order the copy before them.
+//   (b) otherwise: the reference protocol over AMs (rma_am.go), chunked to the
+//       AM limits, with every chunk's remote completion acknowledged.
+//
+// Local completion of puts always happens inside the initiation call (path
+// (a) copies directly; path (b) copies each chunk into a shared-memory
+// payload buffer during injection), so lc_opt events are EventInvalid and
+// EventDefer/EventGroup leave nothing outstanding.
+
+type rmaMode uint8
+
+const (
+	modeBlocking rmaMode = iota
+	modeNBI
+	modeNB
+)
+
+// rmaAllowed are the flags RMA calls accept.
+const rmaAllowed = FlagImmediate | FlagPeerNeverSelf | FlagPeerNeverNbrhd | FlagSelfSegOffset | FlagPeerSegOffset |
+	FlagSelfSegUnknown | FlagSelfSegSome | FlagSelfSegBound | FlagPeerSegUnknown | FlagPeerSegSome | FlagPeerSegBound |
+	FlagLCCopyYes | FlagLCCopyNo
+
+// rmaSpec is one RMA call as the caller described it.
+type rmaSpec struct {
+	op    string
+	put   bool
+	mode  rmaMode
+	rank  Rank
+	raddr Addr
+	local []byte
+	lc    *Event
+	flags Flags
+}
+
+// PutBlocking implements gex_RMA_PutBlocking: it returns once src is in the
+// target's segment at dest (remote completion).
+func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
+	_, err := tm.rma(&rmaSpec{op: "PutBlocking", put: true, mode: modeBlocking, rank: rank, raddr: dest, local: src, flags: flags})
+	return err
+}
+
+// PutNBI implements gex_RMA_PutNBI. lc is nil/EventNow, EventDefer or
+// EventGroup; completion is tracked by NBITest/NBIWait(ECPut) or the open
+// access region.
+func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
+	_, err := tm.rma(&rmaSpec{op: "PutNBI", put: true, mode: modeNBI, rank: rank, raddr: dest, local: src, lc: lc, flags: flags})
+	return err
+}
+
+// PutNB implements gex_RMA_PutNB: the returned root event completes at remote
+// completion. lc is nil/EventNow, EventDefer, or a pointer to an Event that
+// receives the local-completion leaf event.
+func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
+	return tm.rma(&rmaSpec{op: "PutNB", put: true, mode: modeNB, rank: rank, raddr: dest, local: src, lc: lc, flags: flags})
+}
+
+// GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
+// bytes at src in the target's segment.
+func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
+	_, err := tm.rma(&rmaSpec{op: "GetBlocking", mode: modeBlocking, rank: rank, raddr: src, local: dst, flags: flags})
+	return err
+}
+
+// GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
+// open access region).
+func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
+	_, err := tm.rma(&rmaSpec{op: "GetNBI", mode: modeNBI, rank: rank, raddr: src, local: dst, flags: flags})
+	return err
+}
+
+// GetNB implements gex_RMA_GetNB.
+func (tm *TM) GetNB(dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
+	return tm.rma(&rmaSpec{op: "GetNB", mode: modeNB, rank: rank, raddr: src, local: dst, flags: flags})
+}
+
+// checkValSize validates the nbytes of a value-based call.
+func checkValSize(op string, nbytes int) error {
+	if nbytes < 1 || nbytes > 8 {
+		return badArg(op, "nbytes %d out of range [1, 8] (sizeof gex_RMA_Value_t)", nbytes)
+	}
+	return nil
+}
+
+// GetBlockingVal implements gex_RMA_GetBlockingVal: the nbytes (1..8) at src,
+// read as an unsigned integer in this machine's byte order.
+func (tm *TM) GetBlockingVal(rank Rank, src Addr, nbytes int, flags Flags) (uint64, error) {
+	if err := checkValSize("GetBlockingVal", nbytes); err != nil {
+		return 0, err
+	}
+	var buf [8]byte
+	if _, err := tm.rma(&rmaSpec{op: "GetBlockingVal", mode: modeBlocking, rank: rank, raddr: src, local: buf[:nbytes], flags: flags}); err != nil {
+		return 0, err
+	}
+	return binary.NativeEndian.Uint64(buf[:]), nil
+}
+
+func valBytes(buf *[8]byte, value uint64, nbytes int) []byte {
+	binary.NativeEndian.PutUint64(buf[:], value)
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 { // little-endian: low bytes first
+		return buf[:nbytes]
+	}
+	return buf[8-nbytes:]
+}
+
+// PutBlockingVal implements gex_RMA_PutBlockingVal: writes the low nbytes
+// (1..8) of value at dest, in this machine's byte order.
+func (tm *TM) PutBlockingVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) error {
+	if err := checkValSize("PutBlockingVal", nbytes); err != nil {
+		return err
+	}
+	var buf [8]byte
+	_, err := tm.rma(&rmaSpec{op: "PutBlockingVal", put: true, mode: modeBlocking, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
+	return err
+}
+
+// PutNBIVal implements gex_RMA_PutNBIVal.
+func (tm *TM) PutNBIVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) error {
+	if err := checkValSize("PutNBIVal", nbytes); err != nil {
+		return err
+	}
+	var buf [8]byte
+	_, err := tm.rma(&rmaSpec{op: "PutNBIVal", put: true, mode: modeNBI, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
+	return err
+}
+
+// PutNBVal implements gex_RMA_PutNBVal.
+func (tm *TM) PutNBVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) (Event, error) {
+	if err := checkValSize("PutNBVal", nbytes); err != nil {
+		return EventInvalid, err
+	}
+	var buf [8]byte
+	return tm.rma(&rmaSpec{op: "PutNBVal", put: true, mode: modeNB, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
+}
+
+// checkLC applies the lc_opt rules of NOTE 2a (NBI) and 2b (NB).
+func (s *rmaSpec) checkLC() error {
+	if !s.put || s.lc == nil || s.lc == EventNow || s.lc == EventDefer {
+		return nil
+	}
+	switch s.mode {
+	case modeNBI:
+		if s.lc != EventGroup {
+			return badArg(s.op, "lc_opt must be EventNow, EventDefer or EventGroup for an NBI put")
+		}
+	case modeNB:
+		if s.lc == EventGroup {
+			return badArg(s.op, "lc_opt EventGroup is not permitted for an NB put (use EventNow, EventDefer or an *Event)")
+		}
+	}
+	return nil
+}
+
+// rma validates a call, picks the path and runs it.
+func (tm *TM) rma(s *rmaSpec) (Event, error) {
+	c := tm.c
+	if err := c.checkRestricted(s.op); err != nil {
+		return EventInvalid, c.report(err)
+	}
+	if err := tm.checkRank(s.op, s.rank); err != nil {
+		return EventInvalid, err
+	}
+	if bad := s.flags &^ rmaAllowed; bad != 0 {
+		return EventInvalid, c.report(badArg(s.op, "flags %v are not valid for RMA", bad))
+	}
+	if err := s.checkLC(); err != nil {
+		return EventInvalid, c.report(err)
+	}
+	if s.lc != nil && !isLCSentinel(s.lc) {
+		*s.lc = EventInvalid // local completion happens during the call (see above)
+	}
+	n := len(s.local)
+	if n == 0 {
+		return EventInvalid, nil // zero-length transfers are no-ops
+	}
+	j := tm.jobrank(s.rank)
+	if s.flags&FlagPeerNeverSelf != 0 && j == c.rank || s.flags&FlagPeerNeverNbrhd != 0 && c.topo.Nbrhd[j] == c.topo.Nbrhd[c.rank] {
+		return EventInvalid, c.report(badArg(s.op, "rank %d contradicts the asserted %v", s.rank, s.flags&(FlagPeerNeverSelf|FlagPeerNeverNbrhd)))
+	}
+	if s.flags&FlagSelfSegOffset != 0 {
+		if err := c.checkLocalInSegment(s.op, s.local); err != nil {
+			return EventInvalid, c.report(err)
+		}
+	}
+	seg := c.cd.Segment(j)
+	raddr := s.raddr
+	if s.flags&FlagPeerSegOffset != 0 {
+		raddr += Addr(seg.Owner)
+	}
+	if seg.Size == 0 {
+		return EventInvalid, c.report(badArg(s.op, "rank %d has no bound segment", s.rank))
+	}
+	if raddr < Addr(seg.Owner) || uint64(raddr-Addr(seg.Owner)) > seg.Size || uint64(n) > seg.Size-uint64(raddr-Addr(seg.Owner)) {
+		return EventInvalid, c.report(badArg(s.op, "remote range [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(raddr), n, s.rank, seg.Owner, seg.Size))
+	}
+	off := uint64(raddr - Addr(seg.Owner))
+	if seg.Local != nil {
+		// Path (a): a copy through the mapping.
+		remote := seg.Local[off : off+uint64(n)]
+		if overlaps(s.local, remote) {
+			return EventInvalid, c.report(badArg(s.op, "source and destination overlap (GASNet-EX \"Extended API\", NOTE 5)"))
+		}
+		if s.put {
+			copy(remote, s.local)
+		} else {
+			copy(s.local, remote)
+		}
+		return EventInvalid, nil
+	}
+	ev, err := c.rmaAM(s, j, uint64(raddr))
+	return ev, c.report(err)
+}
+
+// checkLocalInSegment implements the SELF_SEG_OFFSET rule for slices: a Go
+// slice already names its memory, so the flag asserts that it lies in this
+// rank's bound segment, which is checked.
+func (c *Client) checkLocalInSegment(op string, b []byte) error {
+	seg := c.ep.seg.Load()
+	if seg == nil {
+		return badArg(op, "GEX_FLAG_SELF_SEG_OFFSET given but no segment is attached")
+	}
+	if len(b) > 0 {
+		base := addrOf(seg.mem)
+		p := addrOf(b)
+		if p < base || p-base > uintptr(len(seg.mem)) || uintptr(len(b)) > uintptr(len(seg.mem))-(p-base) {
+			return badArg(op, "GEX_FLAG_SELF_SEG_OFFSET given but the local buffer is not inside the bound segment")
+		}
+	}
+	return nil
+}

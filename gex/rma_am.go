@@ -1,0 +1,269 @@
+package gex
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gexgo/gexgo/internal/conduit"
+)
+
+// Path (b) of RMA: the AM-based reference protocol, for peers whose segment is
+// not mapped here (and, unchanged, for the network conduits).
+//
+//	put: one Long request per chunk of at most MaxRequestLong bytes, placed at
+//	     the destination by the target's AM layer (which bounds-checks it
+//	     against the target's segment), answered by a Short reply (ack).
+//	get: one Short request per chunk of at most MaxReplyMedium bytes naming
+//	     the remote range; the target bounds-checks it and answers with a
+//	     Medium reply carrying the bytes (or a failure status).
+//
+// All chunks of an operation are injected back to back, so several are in
+// flight at once (as many as the conduit's rings and payload buffers allow).
+// The operation completes when every chunk was acknowledged. Operations in
+// flight live in the client's op table; replies name them by (index,
+// generation), and a reply naming a stale or foreign operation is dropped with
+// a message.
+//
+// Messages per operation of n bytes with chunk size C: 2*ceil(n/C) AMs.
+
+// Library handler indices (below AMIndexBase).
+const (
+	hPutReq AMIndex = 1 // Long request; args: op, gen, chunk
+	hPutAck AMIndex = 2 // Short reply; args: op, gen, status
+	hGetReq AMIndex = 3 // Short request; args: addr lo, addr hi, nbytes, op, gen, chunk
+	hGetRep AMIndex = 4 // Medium reply; args: op, gen, chunk, status
+)
+
+// rmaOp is a path-(b) operation in flight.
+type rmaOp struct {
+	gen    uint32
+	target int
+	left   atomic.Int32 // chunks not yet acknowledged
+	chunk  int          // chunk size
+	dst    []byte       // get: where replies land
+	ev     *eventState  // blocking/NB: the root event
+	nbiEC  EC           // NBI: its category (0 if not NBI)
+	region *eventState  // NBI inside an access region
+	errMu  sync.Mutex
+	err    error
+}
+
+// opTable holds the operations in flight, indexed by a small integer that
+// travels in the AM arguments.
+type opTable struct {
+	mu   sync.Mutex
+	ops  []*rmaOp
+	free []int32
+}
+
+func (t *opTable) alloc() (int32, *rmaOp) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.free); n > 0 {
+		id := t.free[n-1]
+		t.free = t.free[:n-1]
+		return id, t.ops[id]
+	}
+	op := &rmaOp{}
+	t.ops = append(t.ops, op)
+	return int32(len(t.ops) - 1), op
+}
+
+func (t *opTable) release(id int32, op *rmaOp) {
+	t.mu.Lock()
+	op.gen++
+	op.dst, op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, nil, 0
+	t.free = append(t.free, id)
+	t.mu.Unlock()
+}
+
+// lookup finds the live operation (id, gen) that targeted src, or nil.
+func (t *opTable) lookup(id, gen int32, src int) *rmaOp {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id < 0 || int(id) >= len(t.ops) {
+		return nil
+	}
+	op := t.ops[id]
+	if op.gen != uint32(gen) || op.target != src || op.left.Load() <= 0 {
+		return nil
+	}
+	return op
+}
+
+var errRemoteRange = &Error{Op: "RMA", Code: ErrCodeBadArg, Msg: "the target refused the remote range (not inside its segment)"}
+
+// rmaAM runs s (already validated) on path (b) to job rank j; raddr is the
+// remote owner address.
+func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
+	n := len(s.local)
+	lim := c.cd.Limits(j)
+	chunk := lim.MaxMedium
+	if s.put {
+		chunk = lim.MaxLong
+	}
+	nchunks := (n + chunk - 1) / chunk
+	id, op := c.ops.alloc()
+	op.target, op.chunk = j, chunk
+	op.left.Store(int32(nchunks))
+	ec := ECGet
+	if s.put {
+		ec = ECPut
+	} else {
+		op.dst = s.local
+	}
+	var ev *eventState
+	if s.mode == modeNBI {
+		op.nbiEC = ec
+		op.region = c.nbiStart(ec)
+	} else {
+		ev = c.newEvent(1)
+		op.ev = ev
+	}
+	gen := int32(op.gen)
+	for i := 0; i < nchunks; i++ {
+		lo, hi := i*chunk, min(n, (i+1)*chunk)
+		var flags conduit.SendFlags
+		if i == 0 && s.flags&FlagImmediate != 0 {
+			flags = conduit.Immediate // only the first chunk: nothing initiated on ErrNoOp
+		}
+		var h conduit.Header
+		var payload []byte
+		if s.put {
+			h = conduit.Header{Cat: conduit.Long, IsReq: true, Handler: uint8(hPutReq), NArgs: 3, Dest: raddr + uint64(lo)}
+			h.Args[0], h.Args[1], h.Args[2] = id, gen, int32(i)
+			payload = s.local[lo:hi]
+		} else {
+			a := raddr + uint64(lo)
+			h = conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hGetReq), NArgs: 6}
+			h.Args[0], h.Args[1], h.Args[2] = int32(uint32(a)), int32(uint32(a>>32)), int32(hi-lo)
+			h.Args[3], h.Args[4], h.Args[5] = id, gen, int32(i)
+		}
+		if err := c.cd.Send(j, h, payload, flags); err != nil {
+			if i == 0 {
+				// Nothing was initiated: undo the bookkeeping.
+				if s.mode == modeNBI {
+					c.nbiDone(ec, op.region, nil)
+				} else {
+					ev.pending.Store(0)
+					_ = ev.consume()
+				}
+				c.ops.release(id, op)
+				if err == conduit.ErrWouldBlock {
+					if s.mode == modeNB {
+						return EventNoOp, ErrNoOp
+					}
+					return EventInvalid, ErrNoOp
+				}
+				return EventInvalid, resourceErr(s.op, "%v", err)
+			}
+			// A conduit failure mid-operation: account the unsent chunks as failed.
+			ferr := resourceErr(s.op, "chunk %d of %d: %v", i, nchunks, err)
+			for k := i; k < nchunks; k++ {
+				c.chunkDone(id, op, ferr)
+			}
+			break
+		}
+	}
+	switch s.mode {
+	case modeBlocking:
+		return EventInvalid, ev.handle().Wait()
+	case modeNB:
+		return ev.handle(), nil
+	}
+	return EventInvalid, nil
+}
+
+// chunkDone retires one chunk of op; the last one completes the operation.
+func (c *Client) chunkDone(id int32, op *rmaOp, err error) {
+	if err != nil {
+		op.errMu.Lock()
+		if op.err == nil {
+			op.err = err
+		}
+		op.errMu.Unlock()
+	}
+	if op.left.Add(-1) != 0 {
+		return
+	}
+	op.errMu.Lock()
+	ferr := op.err
+	op.errMu.Unlock()
+	ev, ec, region := op.ev, op.nbiEC, op.region
+	c.ops.release(id, op)
+	if ev != nil {
+		ev.done(ferr)
+	} else {
+		c.nbiDone(ec, region, ferr)
+	}
+}
+
+// replyInternal sends a library Reply through t.
+func (c *Client) replyInternal(t *Token, h conduit.Header, payload []byte) {
+	t.replied = true
+	if err := c.cd.Send(t.src, h, payload, 0); err != nil {
+		c.logf("RMA reply to rank %d failed: %v", t.src, err)
+	}
+}
+
+// rmaHandlers are the library's RMA handlers, installed by ClientInit.
+func (c *Client) rmaHandlers() []AMEntry {
+	return []AMEntry{
+		{Index: hPutReq, Flags: FlagAMLong | FlagAMRequest, NArgs: 3, Name: "gex-put", Fn: func(t *Token, _ []byte, a []AMArg) {
+			// The AM layer placed the chunk after checking it lies in our segment.
+			h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
+			h.Args[0], h.Args[1], h.Args[2] = a[0], a[1], 0
+			c.replyInternal(t, h, nil)
+		}},
+		{Index: hPutAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-put-ack", Fn: func(t *Token, _ []byte, a []AMArg) {
+			op := c.ops.lookup(a[0], a[1], t.src)
+			if op == nil {
+				c.logf("dropped a put acknowledgement from rank %d for an operation not in flight (%d/%d)", t.src, a[0], a[1])
+				return
+			}
+			var err error
+			if a[2] != 0 {
+				err = errRemoteRange
+			}
+			c.chunkDone(a[0], op, err)
+		}},
+		{Index: hGetReq, Flags: FlagAMShort | FlagAMRequest, NArgs: 6, Name: "gex-get", Fn: func(t *Token, _ []byte, a []AMArg) {
+			addr := uint64(uint32(a[0])) | uint64(uint32(a[1]))<<32
+			n := int64(a[2])
+			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hGetRep), NArgs: 4}
+			h.Args[0], h.Args[1], h.Args[2], h.Args[3] = a[3], a[4], a[5], 0
+			seg := c.ep.seg.Load()
+			var payload []byte
+			if seg == nil || n < 0 || n > int64(c.cd.Limits(t.src).MaxMedium) {
+				h.Args[3] = 1
+			} else if off, ok := seg.offsetOf(Addr(addr), uint64(n)); !ok {
+				h.Args[3] = 1
+			} else {
+				payload = seg.mem[off : off+uint64(n)]
+			}
+			if h.Args[3] != 0 {
+				c.logf("refused a get from rank %d: [%#x, +%d) is not inside this rank's segment", t.src, addr, n)
+			}
+			c.replyInternal(t, h, payload)
+		}},
+		{Index: hGetRep, Flags: FlagAMMedium | FlagAMReply, NArgs: 4, Name: "gex-get-reply", Fn: func(t *Token, p []byte, a []AMArg) {
+			op := c.ops.lookup(a[0], a[1], t.src)
+			if op == nil {
+				c.logf("dropped get data from rank %d for an operation not in flight (%d/%d)", t.src, a[0], a[1])
+				return
+			}
+			var err error
+			off := int64(a[2]) * int64(op.chunk)
+			switch {
+			case a[3] != 0:
+				err = errRemoteRange
+			case a[2] < 0 || off > int64(len(op.dst)) || int64(len(p)) != min(int64(op.chunk), int64(len(op.dst))-off):
+				err = fmt.Errorf("rank %d answered chunk %d with %d bytes", t.src, a[2], len(p))
+			default:
+				copy(op.dst[off:], p)
+			}
+			c.chunkDone(a[0], op, err)
+		}},
+	}
+}
