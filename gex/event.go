@@ -45,12 +45,12 @@ type EC uint32
 
 // Event categories.
 const (
-	ECGet EC = 1 << iota // GEX_EC_GET
-	ECPut                // GEX_EC_PUT
-	ECAM                 // GEX_EC_AM
-	ECLC                 // GEX_EC_LC
-	ECRMW                // GEX_EC_RMW
-	ECAll = ECGet | ECPut | ECAM | ECLC | ECRMW // GEX_EC_ALL
+	ECGet EC                                    = 1 << iota // GEX_EC_GET
+	ECPut                                                   // GEX_EC_PUT
+	ECAM                                                    // GEX_EC_AM
+	ECLC                                                    // GEX_EC_LC
+	ECRMW                                                   // GEX_EC_RMW
+	ECAll = ECGet | ECPut | ECAM | ECLC | ECRMW             // GEX_EC_ALL
 )
 
 func (ec EC) String() string {
