@@ -60,6 +60,10 @@ type Client struct {
 	nbi    nbiState
 	ops    opTable // path-(b) RMA operations in flight
 
+	// segViews is every job rank's segment as seen here, built once by
+	// SegmentAttach, for the RMA fast path (nil before).
+	segViews atomic.Pointer[[]segView]
+
 	done <-chan struct{} // in-process jobs: closed when the job ended
 
 	rcvWanted bool

@@ -79,6 +79,12 @@ func (s *gset) has(g uintptr) bool {
 // every client in the process.
 var hslHolders gset
 
+// mayBeRestricted reports cheaply whether the caller might be in restricted
+// context (false means certainly not).
+func (c *Client) mayBeRestricted() bool {
+	return c.handlerG[0].Load()|c.handlerG[1].Load() != 0 || c.prepareG.n.Load() != 0 || hslHolders.n.Load() != 0
+}
+
 // checkRestricted returns a restrictedError if the caller may not make a
 // communicating call now. op names the API for the message.
 func (c *Client) checkRestricted(op string) error {

@@ -45,9 +45,55 @@ type rmaSpec struct {
 	flags Flags
 }
 
+// segView is a rank's segment as seen from this process: owner address, size,
+// and the local mapping (nil where it is not mapped).
+type segView struct {
+	owner uint64
+	size  uint64
+	local []byte
+}
+
+// fastCopy is path (a) for the common case: primordial team, no flags, the
+// peer's segment mapped here, a non-empty range inside it, no overlap, and the
+// caller not in restricted context. It reports whether it did the copy; if
+// not, the general path (rma) handles the call, errors included.
+func (tm *TM) fastCopy(rank Rank, raddr Addr, local []byte, put bool) bool {
+	c := tm.c
+	views := c.segViews.Load()
+	if views == nil || tm.members != nil || int(rank) >= len(*views) {
+		return false
+	}
+	v := &(*views)[rank]
+	off := uint64(raddr) - v.owner // wraps (and fails below) if raddr < owner
+	n := uint64(len(local))
+	if v.local == nil || n == 0 || off > v.size || n > v.size-off || c.mayBeRestricted() {
+		return false
+	}
+	remote := v.local[off : off+n]
+	if overlaps(local, remote) {
+		return false
+	}
+	switch {
+	case n == 8: // the common scalar: one load and one store, no memmove call
+		if put {
+			binary.NativeEndian.PutUint64(remote, binary.NativeEndian.Uint64(local))
+		} else {
+			binary.NativeEndian.PutUint64(local, binary.NativeEndian.Uint64(remote))
+		}
+	case put:
+		copy(remote, local)
+	default:
+		copy(local, remote)
+	}
+	return true
+}
+
 // PutBlocking implements gex_RMA_PutBlocking: it returns once src is in the
 // target's segment at dest (remote completion).
 func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
+	if flags == 0 && tm.fastCopy(rank, dest, src, true) {
+		return nil
+	}
 	_, err := tm.rma(&rmaSpec{op: "PutBlocking", put: true, mode: modeBlocking, rank: rank, raddr: dest, local: src, flags: flags})
 	return err
 }
@@ -56,6 +102,9 @@ func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
 // EventGroup; completion is tracked by NBITest/NBIWait(ECPut) or the open
 // access region.
 func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
+	if flags == 0 && isLCSentinel(lc) && tm.fastCopy(rank, dest, src, true) {
+		return nil
+	}
 	_, err := tm.rma(&rmaSpec{op: "PutNBI", put: true, mode: modeNBI, rank: rank, raddr: dest, local: src, lc: lc, flags: flags})
 	return err
 }
@@ -64,12 +113,21 @@ func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) e
 // completion. lc is nil/EventNow, EventDefer, or a pointer to an Event that
 // receives the local-completion leaf event.
 func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
+	if flags == 0 && lc != EventGroup && tm.fastCopy(rank, dest, src, true) {
+		if lc != nil && lc != EventNow && lc != EventDefer {
+			*lc = EventInvalid
+		}
+		return EventInvalid, nil
+	}
 	return tm.rma(&rmaSpec{op: "PutNB", put: true, mode: modeNB, rank: rank, raddr: dest, local: src, lc: lc, flags: flags})
 }
 
 // GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
 // bytes at src in the target's segment.
 func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
+	if flags == 0 && tm.fastCopy(rank, src, dst, false) {
+		return nil
+	}
 	_, err := tm.rma(&rmaSpec{op: "GetBlocking", mode: modeBlocking, rank: rank, raddr: src, local: dst, flags: flags})
 	return err
 }
@@ -77,12 +135,18 @@ func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
 // GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
 // open access region).
 func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
+	if flags == 0 && tm.fastCopy(rank, src, dst, false) {
+		return nil
+	}
 	_, err := tm.rma(&rmaSpec{op: "GetNBI", mode: modeNBI, rank: rank, raddr: src, local: dst, flags: flags})
 	return err
 }
 
 // GetNB implements gex_RMA_GetNB.
 func (tm *TM) GetNB(dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
+	if flags == 0 && tm.fastCopy(rank, src, dst, false) {
+		return EventInvalid, nil
+	}
 	return tm.rma(&rmaSpec{op: "GetNB", mode: modeNB, rank: rank, raddr: src, local: dst, flags: flags})
 }
 
@@ -101,19 +165,27 @@ func (tm *TM) GetBlockingVal(rank Rank, src Addr, nbytes int, flags Flags) (uint
 		return 0, err
 	}
 	var buf [8]byte
-	if _, err := tm.rma(&rmaSpec{op: "GetBlockingVal", mode: modeBlocking, rank: rank, raddr: src, local: buf[:nbytes], flags: flags}); err != nil {
+	if flags == 0 && tm.fastCopy(rank, src, valBytes(&buf, 0, nbytes), false) {
+		return binary.NativeEndian.Uint64(buf[:]), nil
+	}
+	if _, err := tm.rma(&rmaSpec{op: "GetBlockingVal", mode: modeBlocking, rank: rank, raddr: src, local: valBytes(&buf, 0, nbytes), flags: flags}); err != nil {
 		return 0, err
 	}
 	return binary.NativeEndian.Uint64(buf[:]), nil
 }
 
+// valBytes stores value in buf in this machine's byte order and returns the
+// nbytes that hold its low-order part (gex_RMA_Value_t semantics); a get into
+// that slice leaves buf holding the value read.
 func valBytes(buf *[8]byte, value uint64, nbytes int) []byte {
 	binary.NativeEndian.PutUint64(buf[:], value)
-	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 { // little-endian: low bytes first
+	if littleEndian {
 		return buf[:nbytes]
 	}
 	return buf[8-nbytes:]
 }
+
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // PutBlockingVal implements gex_RMA_PutBlockingVal: writes the low nbytes
 // (1..8) of value at dest, in this machine's byte order.
@@ -122,6 +194,9 @@ func (tm *TM) PutBlockingVal(rank Rank, dest Addr, value uint64, nbytes int, fla
 		return err
 	}
 	var buf [8]byte
+	if flags == 0 && tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
+		return nil
+	}
 	_, err := tm.rma(&rmaSpec{op: "PutBlockingVal", put: true, mode: modeBlocking, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
 	return err
 }
@@ -132,6 +207,9 @@ func (tm *TM) PutNBIVal(rank Rank, dest Addr, value uint64, nbytes int, flags Fl
 		return err
 	}
 	var buf [8]byte
+	if flags == 0 && tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
+		return nil
+	}
 	_, err := tm.rma(&rmaSpec{op: "PutNBIVal", put: true, mode: modeNBI, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
 	return err
 }
@@ -142,6 +220,9 @@ func (tm *TM) PutNBVal(rank Rank, dest Addr, value uint64, nbytes int, flags Fla
 		return EventInvalid, err
 	}
 	var buf [8]byte
+	if flags == 0 && tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
+		return EventInvalid, nil
+	}
 	return tm.rma(&rmaSpec{op: "PutNBVal", put: true, mode: modeNB, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
 }
 

@@ -54,6 +54,12 @@ func segmentAttach(tm *TM, size uint64) (*Segment, error) {
 	info := c.cd.Segment(c.rank)
 	s := &Segment{c: c, mem: info.Local, addr: Addr(info.Owner)}
 	c.ep.seg.Store(s)
+	views := make([]segView, c.size)
+	for r := range views {
+		si := c.cd.Segment(r)
+		views[r] = segView{owner: si.Owner, size: si.Size, local: si.Local}
+	}
+	c.segViews.Store(&views)
 	return s, nil
 }
 
