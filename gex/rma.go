@@ -164,11 +164,15 @@ func (tm *TM) GetBlockingVal(rank Rank, src Addr, nbytes int, flags Flags) (uint
 	if err := checkValSize("GetBlockingVal", nbytes); err != nil {
 		return 0, err
 	}
-	var buf [8]byte
-	if flags == 0 && tm.fastCopy(rank, src, valBytes(&buf, 0, nbytes), false) {
-		return binary.NativeEndian.Uint64(buf[:]), nil
+	if flags == 0 {
+		var buf [8]byte // stays on the stack: only the fast path sees it
+		if tm.fastCopy(rank, src, valBytes(&buf, 0, nbytes), false) {
+			return binary.NativeEndian.Uint64(buf[:]), nil
+		}
 	}
-	if _, err := tm.rma(&rmaSpec{op: "GetBlockingVal", mode: modeBlocking, rank: rank, raddr: src, local: valBytes(&buf, 0, nbytes), flags: flags}); err != nil {
+	buf := new([8]byte)
+	_, err := tm.rma(&rmaSpec{op: "GetBlockingVal", mode: modeBlocking, rank: rank, raddr: src, local: valBytes(buf, 0, nbytes), flags: flags})
+	if err != nil {
 		return 0, err
 	}
 	return binary.NativeEndian.Uint64(buf[:]), nil
@@ -187,43 +191,37 @@ func valBytes(buf *[8]byte, value uint64, nbytes int) []byte {
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
+// putVal is the shared body of the Put*Val forms.
+func (tm *TM) putVal(op string, mode rmaMode, rank Rank, dest Addr, value uint64, nbytes int, flags Flags) (Event, error) {
+	if err := checkValSize(op, nbytes); err != nil {
+		return EventInvalid, err
+	}
+	if flags == 0 {
+		var buf [8]byte // stays on the stack: only the fast path sees it
+		if tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
+			return EventInvalid, nil
+		}
+	}
+	buf := new([8]byte)
+	return tm.rma(&rmaSpec{op: op, put: true, mode: mode, rank: rank, raddr: dest, local: valBytes(buf, value, nbytes), flags: flags})
+}
+
 // PutBlockingVal implements gex_RMA_PutBlockingVal: writes the low nbytes
 // (1..8) of value at dest, in this machine's byte order.
 func (tm *TM) PutBlockingVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) error {
-	if err := checkValSize("PutBlockingVal", nbytes); err != nil {
-		return err
-	}
-	var buf [8]byte
-	if flags == 0 && tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
-		return nil
-	}
-	_, err := tm.rma(&rmaSpec{op: "PutBlockingVal", put: true, mode: modeBlocking, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
+	_, err := tm.putVal("PutBlockingVal", modeBlocking, rank, dest, value, nbytes, flags)
 	return err
 }
 
 // PutNBIVal implements gex_RMA_PutNBIVal.
 func (tm *TM) PutNBIVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) error {
-	if err := checkValSize("PutNBIVal", nbytes); err != nil {
-		return err
-	}
-	var buf [8]byte
-	if flags == 0 && tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
-		return nil
-	}
-	_, err := tm.rma(&rmaSpec{op: "PutNBIVal", put: true, mode: modeNBI, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
+	_, err := tm.putVal("PutNBIVal", modeNBI, rank, dest, value, nbytes, flags)
 	return err
 }
 
 // PutNBVal implements gex_RMA_PutNBVal.
 func (tm *TM) PutNBVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) (Event, error) {
-	if err := checkValSize("PutNBVal", nbytes); err != nil {
-		return EventInvalid, err
-	}
-	var buf [8]byte
-	if flags == 0 && tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
-		return EventInvalid, nil
-	}
-	return tm.rma(&rmaSpec{op: "PutNBVal", put: true, mode: modeNB, rank: rank, raddr: dest, local: valBytes(&buf, value, nbytes), flags: flags})
+	return tm.putVal("PutNBVal", modeNB, rank, dest, value, nbytes, flags)
 }
 
 // checkLC applies the lc_opt rules of NOTE 2a (NBI) and 2b (NB).
