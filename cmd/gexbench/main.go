@@ -1,0 +1,389 @@
+// Command gexbench measures gexgo's one-sided RMA between rank 0 and rank 1,
+// in the shapes of GASNet's tests/testsmall (blocking latency) and
+// tests/testlarge (NBI flood bandwidth). Run it with the launcher:
+//
+//	gexrun -n 2 ./cmd/gexbench put     # PutBlocking latency, 8 B .. 4 KiB
+//	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
+//	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
+//
+// Rank 0 measures and prints; rank 1 polls (so that the AM path makes
+// progress) and prints nothing; further ranks only take part in the barriers.
+// Each benchmark says which path it measured: "shared-memory (mapped)" when
+// rank 1's segment is mapped at rank 0 (an RMA is a copy), "AM protocol" when
+// it is not (GASNET_SUPERNODE_MAXSIZE=1 selects it). -csv prints rows
+// bench,path,size,metric,value,unit instead of the table; -cpuprofile writes
+// rank 0's CPU profile of the measurements. Run "gexbench -help" for the
+// flags.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gexgo/gexgo/gex"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood [flags]"
+
+const usageHead = synopsis + `
+
+Micro-benchmarks of gexgo's RMA between rank 0 and rank 1 (at least 2 ranks).
+Rank 0 prints the results; the other ranks print nothing unless an error occurs.
+
+  put     PutBlocking latency (remote completion) of 8 B, as GASNet's testsmall,
+          and of 64 B, 512 B and 4 KiB; with a plain Go copy() of 8 B for reference
+  get     GetBlocking latency, same sizes and reference
+  flood   PutNBI and GetNBI bandwidth (MiB/s, MiB = 2^20), as GASNet's testlarge:
+          a window of NBI operations of one size, then NBIWait, repeated -reps
+          times per sample; sizes 8 B, 64 B, 512 B, 4 KiB, 64 KiB, 512 KiB, 4 MiB
+
+Latency: -iters operations per size, timed in batches; the table gives the
+average (total time / iterations), the median and the minimum of the batch
+averages. Bandwidth: -samples samples per size; the table gives the median and
+the best sample.
+
+Paths: when rank 1's segment is mapped into rank 0 (same neighbourhood, the
+default on one machine) an RMA is a copy through the mapping: "shared-memory
+(mapped)". Set GASNET_SUPERNODE_MAXSIZE=1 to measure the AM reference protocol
+instead ("AM protocol"):
+
+  GASNET_SUPERNODE_MAXSIZE=1 gexrun -n 2 gexbench put
+
+The segment each rank attaches is max(-window, -max) rounded up to a page; raise
+GASNET_MAX_SEGSIZE if it does not fit. GEX_WAITMODE (spin, block, spinblock)
+changes how rank 1 polls. With -csv the path column is "mapped" or "am"; the
+reference rows (bench "copy" and "move8", path "local") are plain Go without
+gexgo.
+
+Flags (after the benchmark name):
+`
+
+// config is a parsed command line.
+type config struct {
+	bench      string
+	iters      int
+	batches    int
+	window     int
+	reps       int
+	samples    int
+	minSize    int
+	maxSize    int
+	reuse      bool
+	csv        bool
+	cpuprofile string
+}
+
+// errUsage reports a bad command line (exit code 2); the message has been
+// printed.
+var errUsage = errors.New("usage")
+
+// rank0 reports whether this process is (or, before ClientInit, will be)
+// rank 0, so that only one rank of a job prints usage text.
+func rank0() bool {
+	r := os.Getenv("GEX_RANK")
+	return r == "" || r == "0"
+}
+
+// parseArgs parses the benchmark name and its flags. On -help it prints the
+// usage and returns flag.ErrHelp.
+func parseArgs(args []string, stderr io.Writer) (config, error) {
+	var cfg config
+	if !rank0() {
+		stderr = io.Discard
+	}
+	fs := flag.NewFlagSet("gexbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.iters, "iters", 0, "latency: operations per size (0 = 1000000 on the mapped path, 100000 on the AM path)")
+	fs.IntVar(&cfg.batches, "batches", 100, "latency: batches the iterations are timed in (median and min are over batches)")
+	fs.IntVar(&cfg.window, "window", 1<<20, "flood: bytes per window: max(1, window/size) NBI operations, then NBIWait")
+	fs.IntVar(&cfg.reps, "reps", 0, "flood: windows per sample (0 = as many as fill about 40 ms)")
+	fs.IntVar(&cfg.samples, "samples", 5, "flood: samples per size (median and best are over samples)")
+	fs.IntVar(&cfg.minSize, "min", 8, "smallest transfer size in bytes (flood; put and get measure the sizes 8, 64, 512, 4096 within -min..-max)")
+	fs.IntVar(&cfg.maxSize, "max", 4<<20, "largest transfer size in bytes (flood; put and get as -min)")
+	fs.BoolVar(&cfg.reuse, "reuse", false, "flood: every operation of a window uses the same local and remote bytes (as testlarge does; cache-resident)")
+	fs.BoolVar(&cfg.csv, "csv", false, "print CSV rows bench,path,size,metric,value,unit instead of the table")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+	}
+	if len(args) == 0 {
+		fs.Usage()
+		return cfg, errUsage
+	}
+	if a := args[0]; a == "-h" || a == "-help" || a == "--help" || a == "help" {
+		fs.Usage()
+		return cfg, flag.ErrHelp
+	}
+	cfg.bench = args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return cfg, err
+		}
+		return cfg, errUsage
+	}
+	bad := func(format string, a ...any) (config, error) {
+		fmt.Fprintf(stderr, "gexbench: "+format+"\n%s\n", append(a, synopsis)...)
+		return cfg, errUsage
+	}
+	switch {
+	case cfg.bench != "put" && cfg.bench != "get" && cfg.bench != "flood":
+		return bad("unknown benchmark %q (want put, get or flood)", cfg.bench)
+	case fs.NArg() != 0:
+		return bad("unexpected arguments %q", fs.Args())
+	case cfg.iters < 0:
+		return bad("-iters %d is negative", cfg.iters)
+	case cfg.batches < 1:
+		return bad("-batches %d must be at least 1", cfg.batches)
+	case cfg.window < 1:
+		return bad("-window %d must be at least 1", cfg.window)
+	case cfg.reps < 0:
+		return bad("-reps %d is negative", cfg.reps)
+	case cfg.samples < 1:
+		return bad("-samples %d must be at least 1", cfg.samples)
+	case cfg.minSize < 1 || cfg.maxSize < cfg.minSize:
+		return bad("-min %d / -max %d: need 1 <= min <= max", cfg.minSize, cfg.maxSize)
+	case cfg.bench != "flood" && len(cfg.latencySizes()) == 0:
+		return bad("-min %d / -max %d select none of the latency sizes %v", cfg.minSize, cfg.maxSize, latencySizes)
+	}
+	return cfg, nil
+}
+
+// floodSizes are testlarge-like sizes; -min and -max select among them and are
+// added when they are not in the list.
+var floodSizes = []int{8, 64, 512, 4 << 10, 64 << 10, 512 << 10, 4 << 20}
+
+// latencySizes are the sizes of the put and get benchmarks (8 B first: the
+// testsmall figure).
+var latencySizes = []int{8, 64, 512, 4 << 10}
+
+// latencySizes are the sizes of latencySizes within [-min, -max].
+func (cfg *config) latencySizes() []int {
+	var out []int
+	for _, s := range latencySizes {
+		if s >= cfg.minSize && s <= cfg.maxSize {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (cfg *config) floodSizes() []int {
+	var out []int
+	for _, s := range append([]int{cfg.minSize, cfg.maxSize}, floodSizes...) {
+		if s >= cfg.minSize && s <= cfg.maxSize && !contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// segmentSize is the segment every rank attaches: room for the largest
+// transfer and for a window of transfers, rounded up to a page.
+func (cfg *config) segmentSize() uint64 {
+	n := latencySizes[len(latencySizes)-1] // the put and get checks read this much
+	if cfg.bench == "flood" {
+		for _, s := range cfg.floodSizes() {
+			n = max(n, span(s, cfg.window))
+		}
+	}
+	return (uint64(n) + gex.PageSize - 1) / gex.PageSize * gex.PageSize
+}
+
+// span is the number of distinct bytes a flood window of size-byte operations
+// covers.
+func span(size, window int) int { return max(1, window/size) * size }
+
+// Handler indices of gexbench.
+const hBarrier gex.AMIndex = gex.AMIndexBase
+
+// run is gexbench with its arguments and output streams; it returns the exit
+// code. It is a whole rank of the job: ClientInit, the benchmark, and the
+// final barrier.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseArgs(args, stderr)
+	switch {
+	case err == flag.ErrHelp:
+		return 0
+	case err != nil:
+		return 2
+	}
+	c, ep, tm, err := gex.ClientInit("GEXBENCH", 0)
+	if err != nil {
+		fmt.Fprintln(stderr, "gexbench:", err)
+		return 1
+	}
+	defer c.Close()
+	me, n := tm.QueryRank(), tm.QuerySize()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "gexbench: rank %d: %v\n", me, err)
+		return 1
+	}
+	if n < 2 {
+		fmt.Fprintf(stderr, "gexbench: needs at least 2 ranks, this job has %d; start it with the launcher, e.g.\n  gexrun -n 2 gexbench %s\n", n, cfg.bench)
+		return 2
+	}
+
+	// A barrier over AMs, as in examples/amping (gex has no collectives yet):
+	// every rank tells every other one it arrived, then polls until all
+	// have. Arrivals are counted by epoch parity, so a fast rank's next
+	// barrier cannot be mistaken for this one.
+	var arrived [2]atomic.Int32
+	if err := ep.RegisterHandlers([]gex.AMEntry{{
+		Index: hBarrier, Flags: gex.FlagAMShort | gex.FlagAMRequest, NArgs: 1, Name: "gexbench-barrier",
+		Fn: func(_ *gex.Token, _ []byte, a []gex.AMArg) { arrived[a[0]&1].Add(1) },
+	}}); err != nil {
+		return fail(err)
+	}
+	epoch := int32(0)
+	barrier := func() error {
+		for r := gex.Rank(0); r < n; r++ {
+			if r != me {
+				if err := tm.RequestShort(r, hBarrier, 0, epoch); err != nil {
+					return err
+				}
+			}
+		}
+		slot := &arrived[epoch&1]
+		if err := c.BlockUntil(func() bool { return slot.Load() >= int32(n-1) }); err != nil {
+			return err
+		}
+		slot.Add(-int32(n - 1))
+		epoch++
+		return nil
+	}
+
+	// SegmentAttach ends with a barrier: every rank has registered its
+	// handler once it returns.
+	size := cfg.segmentSize()
+	if limit := c.MaxGlobalSegmentSize(); size > limit {
+		return fail(fmt.Errorf("the benchmark needs a %d-byte segment, but GASNET_MAX_SEGSIZE allows %d; raise it or lower -window/-max", size, limit))
+	}
+	seg, err := gex.SegmentAttach(tm, size)
+	if err != nil {
+		return fail(err)
+	}
+	fillPattern(seg.Bytes(), me)
+	if err := barrier(); err != nil {
+		return fail(err)
+	}
+
+	// Rank 0 measures while every other rank polls in the barrier, so the
+	// AM path's requests to rank 1 are served.
+	var benchErr error
+	if me == 0 {
+		benchErr = measure(&cfg, c, tm, seg, stdout)
+	}
+	// No rank leaves while another may still need it to poll.
+	if err := barrier(); err != nil {
+		return fail(err)
+	}
+	if benchErr != nil {
+		return fail(benchErr)
+	}
+	return 0
+}
+
+// measure runs the selected benchmark on rank 0 and prints its results.
+func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdout io.Writer) error {
+	peer, _, err := tm.QueryBoundSegmentNB(1, gex.FlagImmediate)
+	if err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, c: c, tm: tm, local: seg.Bytes(), remote: peer.Owner, mapped: peer.Local != nil}
+	if cfg.iters == 0 {
+		cfg.iters = 1000000
+		if !b.mapped {
+			cfg.iters = 100000
+		}
+	}
+	if cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var res *results
+	switch cfg.bench {
+	case "put", "get":
+		res, err = b.latency(cfg.bench == "put")
+	case "flood":
+		res, err = b.flood()
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.csv {
+		res.writeCSV(stdout)
+	} else {
+		res.writeTable(stdout)
+	}
+	return nil
+}
+
+// pathName names the path an RMA to rank 1 takes, for the table and the CSV.
+func pathName(mapped bool) (long, short string) {
+	if mapped {
+		return "shared-memory (mapped)", "mapped"
+	}
+	return "AM protocol", "am"
+}
+
+// sizeName spells a byte count as the tables do: 8 B, 4 KiB, 4 MiB.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " B"
+}
+
+// durName spells nanoseconds in ns below 1 us and in us above.
+func durName(ns float64) string {
+	if ns < 1000 {
+		return strconv.FormatFloat(ns, 'f', 1, 64) + " ns"
+	}
+	return strconv.FormatFloat(ns/1000, 'f', 2, 64) + " us"
+}
+
+// groupDigits writes v rounded to an integer with thousands separators.
+func groupDigits(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

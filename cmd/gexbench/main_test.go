@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gexgo/gexgo/internal/boot"
+	"github.com/gexgo/gexgo/internal/spmdtest"
+)
+
+// The benchmarks run as real 2-rank jobs (spmdtest re-executes this test
+// binary as the ranks), with small counts so that the whole file takes a few
+// seconds. The tests check what is printed, never how fast anything was.
+
+// paths are the two RMA paths: rank 1's segment mapped at rank 0 (the
+// default on one machine) or not (one rank per neighbourhood).
+var paths = []struct {
+	name string // as the CSV spells it
+	long string // as the table spells it
+	env  []string
+}{
+	{"mapped", "shared-memory (mapped)", nil},
+	{"am", "AM protocol", []string{"GASNET_SUPERNODE_MAXSIZE=1"}},
+}
+
+// runJob runs gexbench with args as a 2-rank job and returns rank 0's
+// standard output. Each rank checks its exit code; rank 1 checks that it
+// printed nothing.
+func runJob(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	var out string
+	spmdtest.Run(t, 2, func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		os.Stderr.Write(stderr.Bytes())
+		if code != 0 {
+			t.Fatalf("gexbench %s: exit code %d; stdout:\n%s", strings.Join(args, " "), code, stdout.String())
+		}
+		if os.Getenv(boot.EnvRank) != "0" {
+			if stdout.Len() != 0 || stderr.Len() != 0 {
+				t.Errorf("rank %s printed output; want none:\n%s%s", os.Getenv(boot.EnvRank), stdout.String(), stderr.String())
+			}
+			return
+		}
+		// Between markers: the test framework's own lines (=== RUN, PASS)
+		// share the rank's output.
+		os.Stdout.WriteString(outBegin + "\n" + stdout.String() + outEnd + "\n")
+	}, spmdtest.Env(env...), spmdtest.Output(&out), spmdtest.Timeout(60*time.Second))
+	var rank0 strings.Builder
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		s, ok := strings.CutPrefix(line, "[0] ")
+		switch {
+		case !ok:
+		case s == outBegin:
+			in = true
+		case s == outEnd:
+			in = false
+		case in:
+			rank0.WriteString(s + "\n")
+		}
+	}
+	return rank0.String()
+}
+
+// Markers around gexbench's output in rank 0's standard output.
+const (
+	outBegin = "--- gexbench output"
+	outEnd   = "--- end of gexbench output"
+)
+
+// csvRows parses -csv output into "bench,path,size,metric" -> value, checking
+// the header, the unit of every row and that no key repeats.
+func csvRows(t *testing.T, out string) map[string]float64 {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) == 0 || lines[0] != csvHeader {
+		t.Fatalf("CSV output does not start with %q:\n%s", csvHeader, out)
+	}
+	rows := map[string]float64{}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) != 6 {
+			t.Errorf("row %q: want 6 fields", l)
+			continue
+		}
+		v, err := strconv.ParseFloat(f[4], 64)
+		if err != nil {
+			t.Errorf("row %q: value: %v", l, err)
+			continue
+		}
+		wantUnit := "ns"
+		if strings.HasPrefix(f[0], "flood-") {
+			wantUnit = "MiB/s"
+		}
+		if f[5] != wantUnit {
+			t.Errorf("row %q: unit %q, want %q", l, f[5], wantUnit)
+		}
+		key := strings.Join(f[:4], ",")
+		if _, dup := rows[key]; dup {
+			t.Errorf("row %q repeats %s", l, key)
+		}
+		rows[key] = v
+	}
+	return rows
+}
+
+// wantRows checks that rows holds exactly the keys bench,path,size,metric for
+// every combination, each with a positive value.
+func wantRows(t *testing.T, rows map[string]float64, benches []string, path string, sizes []int, metrics []string) int {
+	t.Helper()
+	n := 0
+	for _, b := range benches {
+		for _, s := range sizes {
+			for _, m := range metrics {
+				key := b + "," + path + "," + strconv.Itoa(s) + "," + m
+				v, ok := rows[key]
+				switch {
+				case !ok:
+					t.Errorf("no row %s", key)
+				case !(v > 0):
+					t.Errorf("row %s = %v, want > 0", key, v)
+				}
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestLatency(t *testing.T) {
+	for _, p := range paths {
+		for _, bench := range []string{"put", "get"} {
+			t.Run(p.name+"/"+bench, func(t *testing.T) {
+				out := runJob(t, p.env, bench, "-iters", "2000", "-batches", "10", "-csv")
+				if spmdtest.InRank() {
+					return
+				}
+				rows := csvRows(t, out)
+				n := wantRows(t, rows, []string{bench}, p.name, latencySizes, []string{"avg", "median", "min"})
+				n += wantRows(t, rows, []string{"copy", "move8"}, "local", []int{8}, []string{"avg", "median", "min"})
+				if len(rows) != n {
+					t.Errorf("%d rows, want %d:\n%s", len(rows), n, out)
+				}
+				for _, s := range latencySizes {
+					k := bench + "," + p.name + "," + strconv.Itoa(s) + ","
+					if rows[k+"min"] > rows[k+"median"] {
+						t.Errorf("size %d: min %v > median %v", s, rows[k+"min"], rows[k+"median"])
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestFlood(t *testing.T) {
+	sizes := []int{8, 64, 512, 4 << 10, 64 << 10}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			out := runJob(t, p.env, "flood", "-window", "65536", "-max", "65536", "-reps", "2", "-samples", "2", "-csv")
+			if spmdtest.InRank() {
+				return
+			}
+			rows := csvRows(t, out)
+			n := wantRows(t, rows, []string{"flood-put", "flood-get"}, p.name, sizes, []string{"median", "best"})
+			if len(rows) != n {
+				t.Errorf("%d rows, want %d:\n%s", len(rows), n, out)
+			}
+		})
+	}
+}
+
+// TestTable checks the human-readable output names the path it measured.
+func TestTable(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			out := runJob(t, p.env, "put", "-iters", "1000", "-batches", "5")
+			if spmdtest.InRank() {
+				return
+			}
+			for _, want := range []string{"PutBlocking latency", "path: " + p.long, "8 B", "4 KiB", "copy() of 8 B", "checked:"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("table lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestOneRank: a job of one rank ends with exit code 2 and says why.
+func TestOneRank(t *testing.T) {
+	spmdtest.Run(t, 1, func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"put"}, &stdout, &stderr); code != 2 {
+			t.Errorf("exit code %d, want 2", code)
+		}
+		if !strings.Contains(stderr.String(), "needs at least 2 ranks") {
+			t.Errorf("stderr %q lacks the reason", stderr.String())
+		}
+	})
+}
+
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  error
+	}{
+		{nil, errUsage},
+		{[]string{"-help"}, flag.ErrHelp},
+		{[]string{"put", "-h"}, flag.ErrHelp},
+		{[]string{"ping"}, errUsage},
+		{[]string{"put", "extra"}, errUsage},
+		{[]string{"flood", "-min", "100", "-max", "10"}, errUsage},
+		{[]string{"flood", "-window", "0"}, errUsage},
+		{[]string{"put", "-iters", "-1"}, errUsage},
+		{[]string{"flood", "-min", "100", "-max", "100000", "-csv"}, nil},
+	} {
+		cfg, err := parseArgs(tc.args, io.Discard)
+		if err != tc.err {
+			t.Errorf("parseArgs(%q): %v, want %v", tc.args, err, tc.err)
+		}
+		if err == nil && !cfg.csv {
+			t.Errorf("parseArgs(%q): -csv not set", tc.args)
+		}
+	}
+	cfg := config{bench: "flood", minSize: 100, maxSize: 100000, window: 1 << 20}
+	if got, want := cfg.floodSizes(), []int{100, 512, 4096, 65536, 100000}; !slices.Equal(got, want) {
+		t.Errorf("floodSizes(-min 100 -max 100000) = %v, want %v", got, want)
+	}
+	if got := cfg.segmentSize(); got != 1<<20 {
+		t.Errorf("segmentSize = %d, want %d", got, 1<<20)
+	}
+}
+
+func TestHelpNamesTheAMPath(t *testing.T) {
+	var b bytes.Buffer
+	if _, err := parseArgs([]string{"-help"}, &b); err != flag.ErrHelp {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"GASNET_SUPERNODE_MAXSIZE=1", "-iters", "-window", "-reps", "-min", "-max", "-csv"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("-help lacks %q", want)
+		}
+	}
+}
