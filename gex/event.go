@@ -82,10 +82,13 @@ func (c *Client) newEvent(parts int32) *eventState {
 
 func (s *eventState) handle() Event { return Event{s: s, gen: s.gen.Load()} }
 
-// done is a part finishing; err != nil records a failure.
+// done is a part finishing; err != nil records a failure. The failure is
+// copied to the heap inside the branch: taking &err of the parameter would
+// move it to the heap on every call, success included.
 func (s *eventState) done(err error) {
 	if err != nil {
-		s.failed.CompareAndSwap(nil, &err)
+		failed := err
+		s.failed.CompareAndSwap(nil, &failed)
 	}
 	s.pending.Add(-1)
 }
