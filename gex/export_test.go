@@ -24,3 +24,11 @@ const (
 func RawSend(c *Client, dst int, h RawHeader, payload []byte) error {
 	return c.cd.Send(dst, h, payload, 0)
 }
+
+// RawRMA runs a put (or get) of local to (rank, raddr) on the AM path without
+// the initiator's bounds check, as if the initiator's segment table were
+// wrong, so tests can see the target refuse it.
+func RawRMA(tm *TM, put bool, rank Rank, raddr uint64, local []byte) error {
+	_, err := tm.c.rmaAM(&rmaSpec{op: "RawRMA", put: put, mode: modeBlocking, rank: rank, local: local}, tm.jobrank(rank), raddr)
+	return err
+}

@@ -22,6 +22,29 @@ import (
 
 type rmaMode uint8
 
+// lcKind classifies an lc_opt argument without holding on to it, so a
+// caller's *Event never escapes through the general path.
+type lcKind uint8
+
+const (
+	lcNow   lcKind = iota // nil or EventNow
+	lcDefer               // EventDefer
+	lcGroup               // EventGroup
+	lcEvent               // a pointer to the caller's Event
+)
+
+func lcKindOf(lc *Event) lcKind {
+	switch lc {
+	case nil, EventNow:
+		return lcNow
+	case EventDefer:
+		return lcDefer
+	case EventGroup:
+		return lcGroup
+	}
+	return lcEvent
+}
+
 const (
 	modeBlocking rmaMode = iota
 	modeNBI
@@ -41,7 +64,7 @@ type rmaSpec struct {
 	rank  Rank
 	raddr Addr
 	local []byte
-	lc    *Event
+	lc    lcKind // which lc_opt the caller passed; the pointer itself stays with the caller
 	flags Flags
 }
 
@@ -121,7 +144,7 @@ func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) e
 	if flags == 0 && (lc == nil || isLCSentinel(lc)) && tm.fastCopy(rank, dest, src, true) {
 		return nil
 	}
-	_, err := tm.rma(&rmaSpec{op: "PutNBI", put: true, mode: modeNBI, rank: rank, raddr: dest, local: src, lc: lc, flags: flags})
+	_, err := tm.rma(&rmaSpec{op: "PutNBI", put: true, mode: modeNBI, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
 	return err
 }
 
@@ -135,7 +158,11 @@ func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (E
 		}
 		return EventInvalid, nil
 	}
-	return tm.rma(&rmaSpec{op: "PutNB", put: true, mode: modeNB, rank: rank, raddr: dest, local: src, lc: lc, flags: flags})
+	ev, err := tm.rma(&rmaSpec{op: "PutNB", put: true, mode: modeNB, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
+	if err == nil && lcKindOf(lc) == lcEvent {
+		*lc = EventInvalid // local completion happened during the call
+	}
+	return ev, err
 }
 
 // GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
@@ -242,16 +269,16 @@ func (tm *TM) PutNBVal(rank Rank, dest Addr, value uint64, nbytes int, flags Fla
 
 // checkLC applies the lc_opt rules of NOTE 2a (NBI) and 2b (NB).
 func (s *rmaSpec) checkLC() error {
-	if !s.put || s.lc == nil || s.lc == EventNow || s.lc == EventDefer {
+	if !s.put || s.lc == lcNow || s.lc == lcDefer {
 		return nil
 	}
 	switch s.mode {
 	case modeNBI:
-		if s.lc != EventGroup {
+		if s.lc != lcGroup {
 			return badArg(s.op, "lc_opt must be EventNow, EventDefer or EventGroup for an NBI put")
 		}
 	case modeNB:
-		if s.lc == EventGroup {
+		if s.lc == lcGroup {
 			return badArg(s.op, "lc_opt EventGroup is not permitted for an NB put (use EventNow, EventDefer or an *Event)")
 		}
 	}
@@ -272,9 +299,6 @@ func (tm *TM) rma(s *rmaSpec) (Event, error) {
 	}
 	if err := s.checkLC(); err != nil {
 		return EventInvalid, c.report(err)
-	}
-	if s.lc != nil && !isLCSentinel(s.lc) {
-		*s.lc = EventInvalid // local completion happens during the call (see above)
 	}
 	n := len(s.local)
 	if n == 0 {

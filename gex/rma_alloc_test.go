@@ -35,6 +35,13 @@ func rmaAllocCases(c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr, check f
 				check(err)
 				check(ev.Wait())
 			}},
+			allocCase{fmt.Sprintf("PutNB+Wait of %d bytes, *Event leaf", n), func() {
+				var leaf gex.Event
+				ev, err := tm.PutNB(r, base, src, &leaf, 0)
+				check(err)
+				check(leaf.Wait())
+				check(ev.Wait())
+			}},
 			allocCase{fmt.Sprintf("GetNB+Wait of %d bytes", n), func() {
 				ev, err := tm.GetNB(dst, r, base, 0)
 				check(err)

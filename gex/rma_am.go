@@ -11,9 +11,11 @@ import (
 // Path (b) of RMA: the AM-based reference protocol, for peers whose segment is
 // not mapped here (and, unchanged, for the network conduits).
 //
-//	put: one Long request per chunk of at most MaxRequestLong bytes, placed at
-//	     the destination by the target's AM layer (which bounds-checks it
-//	     against the target's segment), answered by a Short reply (ack).
+//	put: one Medium request per chunk of at most MaxRequestMedium bytes naming
+//	     the remote address; the target's handler bounds-checks the range
+//	     against its segment, copies the chunk in, and answers with a Short
+//	     reply (ack) carrying a status, so a refused put fails instead of
+//	     hanging.
 //	get: one Short request per chunk of at most MaxReplyMedium bytes naming
 //	     the remote range; the target bounds-checks it and answers with a
 //	     Medium reply carrying the bytes (or a failure status).
@@ -29,7 +31,7 @@ import (
 
 // Library handler indices (below AMIndexBase).
 const (
-	hPutReq AMIndex = 1 // Long request; args: op, gen, chunk
+	hPutReq AMIndex = 1 // Medium request; args: addr lo, addr hi, op, gen, chunk
 	hPutAck AMIndex = 2 // Short reply; args: op, gen, status
 	hGetReq AMIndex = 3 // Short request; args: addr lo, addr hi, nbytes, op, gen, chunk
 	hGetRep AMIndex = 4 // Medium reply; args: op, gen, chunk, status
@@ -100,9 +102,6 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 	n := len(s.local)
 	lim := c.cd.Limits(j)
 	chunk := lim.MaxMedium
-	if s.put {
-		chunk = lim.MaxLong
-	}
 	nchunks := (n + chunk - 1) / chunk
 	id, op := c.ops.alloc()
 	op.target, op.chunk = j, chunk
@@ -130,12 +129,13 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 		}
 		var h conduit.Header
 		var payload []byte
+		a := raddr + uint64(lo)
 		if s.put {
-			h = conduit.Header{Cat: conduit.Long, IsReq: true, Handler: uint8(hPutReq), NArgs: 3, Dest: raddr + uint64(lo)}
-			h.Args[0], h.Args[1], h.Args[2] = id, gen, int32(i)
+			h = conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hPutReq), NArgs: 5}
+			h.Args[0], h.Args[1] = int32(uint32(a)), int32(uint32(a>>32))
+			h.Args[2], h.Args[3], h.Args[4] = id, gen, int32(i)
 			payload = s.local[lo:hi]
 		} else {
-			a := raddr + uint64(lo)
 			h = conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hGetReq), NArgs: 6}
 			h.Args[0], h.Args[1], h.Args[2] = int32(uint32(a)), int32(uint32(a>>32)), int32(hi-lo)
 			h.Args[3], h.Args[4], h.Args[5] = id, gen, int32(i)
@@ -210,10 +210,21 @@ func (c *Client) replyInternal(t *Token, h conduit.Header, payload []byte) {
 // rmaHandlers are the library's RMA handlers, installed by ClientInit.
 func (c *Client) rmaHandlers() []AMEntry {
 	return []AMEntry{
-		{Index: hPutReq, Flags: FlagAMLong | FlagAMRequest, NArgs: 3, Name: "gex-put", Fn: func(t *Token, _ []byte, a []AMArg) {
-			// The AM layer placed the chunk after checking it lies in our segment.
+		{Index: hPutReq, Flags: FlagAMMedium | FlagAMRequest, NArgs: 5, Name: "gex-put", Fn: func(t *Token, p []byte, a []AMArg) {
+			addr := uint64(uint32(a[0])) | uint64(uint32(a[1]))<<32
 			h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
-			h.Args[0], h.Args[1], h.Args[2] = a[0], a[1], 0
+			h.Args[0], h.Args[1], h.Args[2] = a[2], a[3], 0
+			seg := c.ep.seg.Load()
+			if seg == nil {
+				h.Args[2] = 1
+			} else if off, ok := seg.offsetOf(Addr(addr), uint64(len(p))); !ok {
+				h.Args[2] = 1
+			} else {
+				copy(seg.mem[off:], p)
+			}
+			if h.Args[2] != 0 {
+				c.logf("refused a put from rank %d: [%#x, +%d) is not inside this rank's segment", t.src, addr, len(p))
+			}
 			c.replyInternal(t, h, nil)
 		}},
 		{Index: hPutAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-put-ack", Fn: func(t *Token, _ []byte, a []AMArg) {
