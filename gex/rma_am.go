@@ -199,6 +199,20 @@ func (c *Client) chunkDone(id int32, op *rmaOp, err error) {
 	}
 }
 
+// targetRange is the target's check of a path-(b) request: the bytes
+// [addr, addr+n) of this rank's segment, with addr in two AM args, or false
+// (with a message naming the requester) if they are not all inside it.
+func (c *Client) targetRange(what string, src int, lo, hi AMArg, n int64) ([]byte, bool) {
+	addr := uint64(uint32(lo)) | uint64(uint32(hi))<<32
+	if seg := c.ep.seg.Load(); seg != nil && n >= 0 {
+		if off, ok := seg.offsetOf(Addr(addr), uint64(n)); ok {
+			return seg.mem[off : off+uint64(n)], true
+		}
+	}
+	c.logf("refused a %s from rank %d: [%#x, +%d) is not inside this rank's segment", what, src, addr, n)
+	return nil, false
+}
+
 // replyInternal sends a library Reply through t.
 func (c *Client) replyInternal(t *Token, h conduit.Header, payload []byte) {
 	t.replied = true
@@ -211,19 +225,12 @@ func (c *Client) replyInternal(t *Token, h conduit.Header, payload []byte) {
 func (c *Client) rmaHandlers() []AMEntry {
 	return []AMEntry{
 		{Index: hPutReq, Flags: FlagAMMedium | FlagAMRequest, NArgs: 5, Name: "gex-put", Fn: func(t *Token, p []byte, a []AMArg) {
-			addr := uint64(uint32(a[0])) | uint64(uint32(a[1]))<<32
 			h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
-			h.Args[0], h.Args[1], h.Args[2] = a[2], a[3], 0
-			seg := c.ep.seg.Load()
-			if seg == nil {
-				h.Args[2] = 1
-			} else if off, ok := seg.offsetOf(Addr(addr), uint64(len(p))); !ok {
-				h.Args[2] = 1
+			h.Args[0], h.Args[1] = a[2], a[3]
+			if dst, ok := c.targetRange("put", t.src, a[0], a[1], int64(len(p))); ok {
+				copy(dst, p)
 			} else {
-				copy(seg.mem[off:], p)
-			}
-			if h.Args[2] != 0 {
-				c.logf("refused a put from rank %d: [%#x, +%d) is not inside this rank's segment", t.src, addr, len(p))
+				h.Args[2] = 1
 			}
 			c.replyInternal(t, h, nil)
 		}},
@@ -240,21 +247,12 @@ func (c *Client) rmaHandlers() []AMEntry {
 			c.chunkDone(a[0], op, err)
 		}},
 		{Index: hGetReq, Flags: FlagAMShort | FlagAMRequest, NArgs: 6, Name: "gex-get", Fn: func(t *Token, _ []byte, a []AMArg) {
-			addr := uint64(uint32(a[0])) | uint64(uint32(a[1]))<<32
-			n := int64(a[2])
 			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hGetRep), NArgs: 4}
-			h.Args[0], h.Args[1], h.Args[2], h.Args[3] = a[3], a[4], a[5], 0
-			seg := c.ep.seg.Load()
-			var payload []byte
-			if seg == nil || n < 0 || n > int64(c.cd.Limits(t.src).MaxMedium) {
-				h.Args[3] = 1
-			} else if off, ok := seg.offsetOf(Addr(addr), uint64(n)); !ok {
-				h.Args[3] = 1
-			} else {
-				payload = seg.mem[off : off+uint64(n)]
-			}
-			if h.Args[3] != 0 {
-				c.logf("refused a get from rank %d: [%#x, +%d) is not inside this rank's segment", t.src, addr, n)
+			h.Args[0], h.Args[1], h.Args[2] = a[3], a[4], a[5]
+			n := int64(a[2])
+			payload, ok := c.targetRange("get", t.src, a[0], a[1], n)
+			if !ok || n > int64(c.cd.Limits(t.src).MaxMedium) {
+				payload, h.Args[3] = nil, 1
 			}
 			c.replyInternal(t, h, payload)
 		}},
