@@ -60,6 +60,8 @@ type Client struct {
 	nbi    nbiState
 	ops    opTable // path-(b) RMA operations in flight
 
+	atomicScratch [8]byte // fetched value of the atomic being answered (request handlers run one at a time)
+
 	// segViews is every job rank's segment as seen here, built once by
 	// SegmentAttach, for the RMA fast path (nil before).
 	segViews atomic.Pointer[[]segView]

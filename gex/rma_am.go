@@ -1,6 +1,7 @@
 package gex
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,10 @@ const (
 	hPutAck AMIndex = 2 // Short reply; args: op, gen, status
 	hGetReq AMIndex = 3 // Short request; args: addr lo, addr hi, nbytes, op, gen, chunk
 	hGetRep AMIndex = 4 // Medium reply; args: op, gen, chunk, status
+	// hAtomicReq is a remote atomic (ad.go); args: addr lo, addr hi, opcode,
+	// data type, operand1 lo/hi, operand2 lo/hi, op, gen. Answered by hGetRep
+	// with the fetched value (if any) as payload.
+	hAtomicReq AMIndex = 5
 )
 
 // rmaOp is a path-(b) operation in flight.
@@ -253,6 +258,42 @@ func (c *Client) rmaHandlers() []AMEntry {
 			payload, ok := c.targetRange("get", t.src, a[0], a[1], n)
 			if !ok || n > int64(c.cd.Limits(t.src).MaxMedium) {
 				payload, h.Args[3] = nil, 1
+			}
+			c.replyInternal(t, h, payload)
+		}},
+		{Index: hAtomicReq, Flags: FlagAMShort | FlagAMRequest, NArgs: 10, Name: "gex-atomic", Fn: func(t *Token, _ []byte, a []AMArg) {
+			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hGetRep), NArgs: 4}
+			h.Args[0], h.Args[1] = a[8], a[9]
+			op, dt := OP(uint32(a[2])), DT(uint32(a[3]))
+			size := int64(4)
+			if dt&(DTI64|DTU64|DTDBL) != 0 {
+				size = 8
+			}
+			addr := uint64(uint32(a[0])) | uint64(uint32(a[1]))<<32
+			valid := dt&(dt-1) == 0 && dt&(DTI32|DTU32|DTI64|DTU64|DTFLT|DTDBL) != 0 &&
+				op&(op-1) == 0 && op&opAtomic != 0 && (dt.isInteger() || op&(opBitwise|opFBitwise) == 0) &&
+				addr%uint64(size) == 0
+			mem, ok := c.targetRange("atomic", t.src, a[0], a[1], size)
+			var payload []byte
+			if !valid || !ok {
+				h.Args[3] = 1
+				if ok {
+					c.logf("refused an atomic from rank %d: opcode %v on %v at %#x", t.src, op, dt, addr)
+				}
+			} else {
+				b1 := uint64(uint32(a[4])) | uint64(uint32(a[5]))<<32
+				b2 := uint64(uint32(a[6])) | uint64(uint32(a[7]))<<32
+				old := applyBits(dt, mem, op, b1, b2)
+				if op&opResult != 0 {
+					// One request handler runs at a time per client, so one
+					// scratch word serves every reply.
+					if size == 4 {
+						binary.NativeEndian.PutUint32(c.atomicScratch[:], uint32(old))
+					} else {
+						binary.NativeEndian.PutUint64(c.atomicScratch[:], old)
+					}
+					payload = c.atomicScratch[:size]
+				}
 			}
 			c.replyInternal(t, h, payload)
 		}},
