@@ -1,16 +1,20 @@
-// Command gexbench measures gexgo's one-sided RMA between rank 0 and rank 1,
-// in the shapes of GASNet's tests/testsmall (blocking latency) and
-// tests/testlarge (NBI flood bandwidth). Run it with the launcher:
+// Command gexbench measures gexgo's one-sided RMA and remote atomics between
+// rank 0 and rank 1, in the shapes of GASNet's tests/testsmall (blocking
+// latency), tests/testlarge (NBI flood bandwidth) and tests/testfaddperf
+// (FADD latency and flood rate). Run it with the launcher:
 //
 //	gexrun -n 2 ./cmd/gexbench put     # PutBlocking latency, 8 B .. 4 KiB
 //	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
 //	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
+//	gexrun -n 2 ./cmd/gexbench atomic  # U64/U32 FADD latency, U64 FADD flood rate
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
 // Each benchmark says which path it measured: "shared-memory (mapped)" when
-// rank 1's segment is mapped at rank 0 (an RMA is a copy), "AM protocol" when
-// it is not (GASNET_SUPERNODE_MAXSIZE=1 selects it). -csv prints rows
+// rank 1's segment is mapped at rank 0 (an RMA is a copy, an atomic a CPU
+// atomic), "AM protocol" when it is not (GASNET_SUPERNODE_MAXSIZE=1 selects
+// it). The atomic benchmark ends by checking that its counters hold the number
+// of FADDs performed. -csv prints rows
 // bench,path,size,metric,value,unit instead of the table; -cpuprofile writes
 // rank 0's CPU profile of the measurements. Run "gexbench -help" for the
 // flags.
@@ -35,11 +39,12 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic [flags]"
 
 const usageHead = synopsis + `
 
-Micro-benchmarks of gexgo's RMA between rank 0 and rank 1 (at least 2 ranks).
+Micro-benchmarks of gexgo's RMA and remote atomics between rank 0 and rank 1
+(at least 2 ranks).
 Rank 0 prints the results; the other ranks print nothing unless an error occurs.
 
   put     PutBlocking latency (remote completion) of 8 B, as GASNet's testsmall,
@@ -48,15 +53,21 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
   flood   PutNBI and GetNBI bandwidth (MiB/s, MiB = 2^20), as GASNet's testlarge:
           a window of NBI operations of one size, then NBIWait, repeated -reps
           times per sample; sizes 8 B, 64 B, 512 B, 4 KiB, 64 KiB, 512 KiB, 4 MiB
+  atomic  remote atomics on a counter in rank 1's segment, as GASNet's
+          testfaddperf: U64 and U32 GEX_OP_FADD of 1 latency (OpNB, then
+          Event.Wait), and the U64 FADD flood rate (M ops/s): -reps OpNBI FADDs,
+          then one NBIWait(ECRMW), per sample; a sync/atomic add for reference.
+          Finally rank 0 reads the counters (GEX_OP_GET and GetBlocking) and
+          checks they equal the number of FADDs performed
 
-Latency: -iters operations per size, timed in batches; the table gives the
+Latency: -iters operations per size (atomic: per type), timed in batches; the table gives the
 average (total time / iterations), the median and the minimum of the batch
-averages. Bandwidth: -samples samples per size; the table gives the median and
-the best sample.
+averages. Bandwidth and FADD rate: -samples samples (per size); the table gives
+the median and the best sample.
 
 Paths: when rank 1's segment is mapped into rank 0 (same neighbourhood, the
-default on one machine) an RMA is a copy through the mapping: "shared-memory
-(mapped)". Set GASNET_SUPERNODE_MAXSIZE=1 to measure the AM reference protocol
+default on one machine) an RMA is a copy through the mapping and an atomic a CPU
+atomic on it: "shared-memory (mapped)". Set GASNET_SUPERNODE_MAXSIZE=1 to measure the AM reference protocol
 instead ("AM protocol"):
 
   GASNET_SUPERNODE_MAXSIZE=1 gexrun -n 2 gexbench put
@@ -64,8 +75,9 @@ instead ("AM protocol"):
 The segment each rank attaches is max(-window, -max) rounded up to a page; raise
 GASNET_MAX_SEGSIZE if it does not fit. GEX_WAITMODE (spin, block, spinblock)
 changes how rank 1 polls. With -csv the path column is "mapped" or "am"; the
-reference rows (bench "copy" and "move8", path "local") are plain Go without
-gexgo.
+reference rows (bench "copy", "move8" and "xadd64", path "local") are plain Go
+without gexgo. The atomic rows are fadd-u64 (size 8) and fadd-u32 (size 4) in
+ns, and fadd-flood-u64 in Mops/s (millions of operations per second).
 
 Flags (after the benchmark name):
 `
@@ -105,10 +117,10 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	}
 	fs := flag.NewFlagSet("gexbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&cfg.iters, "iters", 0, "latency: operations per size (0 = 1000000 on the mapped path, 100000 on the AM path)")
+	fs.IntVar(&cfg.iters, "iters", 0, "latency: operations per size or atomic type (0 = 1000000 on the mapped path, 100000 on the AM path)")
 	fs.IntVar(&cfg.batches, "batches", 100, "latency: batches the iterations are timed in (median and min are over batches)")
 	fs.IntVar(&cfg.window, "window", 1<<20, "flood: bytes per window: max(1, window/size) NBI operations, then NBIWait")
-	fs.IntVar(&cfg.reps, "reps", 0, "flood: windows per sample (0 = as many as fill about 40 ms)")
+	fs.IntVar(&cfg.reps, "reps", 0, "flood: windows per sample; atomic: OpNBI FADDs per sample (0 = as many as fill about 40 ms)")
 	fs.IntVar(&cfg.samples, "samples", 5, "flood: samples per size (median and best are over samples)")
 	fs.IntVar(&cfg.minSize, "min", 8, "smallest transfer size in bytes (flood; put and get measure the sizes 8, 64, 512, 4096 within -min..-max)")
 	fs.IntVar(&cfg.maxSize, "max", 4<<20, "largest transfer size in bytes (flood; put and get as -min)")
@@ -139,8 +151,8 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return cfg, errUsage
 	}
 	switch {
-	case cfg.bench != "put" && cfg.bench != "get" && cfg.bench != "flood":
-		return bad("unknown benchmark %q (want put, get or flood)", cfg.bench)
+	case cfg.bench != "put" && cfg.bench != "get" && cfg.bench != "flood" && cfg.bench != "atomic":
+		return bad("unknown benchmark %q (want put, get, flood or atomic)", cfg.bench)
 	case fs.NArg() != 0:
 		return bad("unexpected arguments %q", fs.Args())
 	case cfg.iters < 0:
@@ -155,7 +167,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return bad("-samples %d must be at least 1", cfg.samples)
 	case cfg.minSize < 1 || cfg.maxSize < cfg.minSize:
 		return bad("-min %d / -max %d: need 1 <= min <= max", cfg.minSize, cfg.maxSize)
-	case cfg.bench != "flood" && len(cfg.latencySizes()) == 0:
+	case (cfg.bench == "put" || cfg.bench == "get") && len(cfg.latencySizes()) == 0:
 		return bad("-min %d / -max %d select none of the latency sizes %v", cfg.minSize, cfg.maxSize, latencySizes)
 	}
 	return cfg, nil
@@ -286,6 +298,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	fillPattern(seg.Bytes(), me)
+	var ads *domains
+	if cfg.bench == "atomic" {
+		// Collective: every rank creates the domains.
+		if ads, err = newDomains(tm); err != nil {
+			return fail(err)
+		}
+	}
 	if err := barrier(); err != nil {
 		return fail(err)
 	}
@@ -294,7 +313,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// AM path's requests to rank 1 are served.
 	var benchErr error
 	if me == 0 {
-		benchErr = measure(&cfg, c, tm, seg, stdout)
+		benchErr = measure(&cfg, c, tm, seg, ads, stdout)
 	}
 	// No rank leaves while another may still need it to poll.
 	if err := barrier(); err != nil {
@@ -303,11 +322,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if benchErr != nil {
 		return fail(benchErr)
 	}
+	if ads != nil {
+		// Every rank's operations completed before the barrier.
+		if err := ads.destroy(); err != nil {
+			return fail(err)
+		}
+	}
 	return 0
 }
 
 // measure runs the selected benchmark on rank 0 and prints its results.
-func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdout io.Writer) error {
+func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *domains, stdout io.Writer) error {
 	peer, _, err := tm.QueryBoundSegmentNB(1, gex.FlagImmediate)
 	if err != nil {
 		return err
@@ -336,6 +361,8 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdout io
 		res, err = b.latency(cfg.bench == "put")
 	case "flood":
 		res, err = b.flood()
+	case "atomic":
+		res, err = b.atomic(ads)
 	}
 	if err != nil {
 		return err

@@ -97,8 +97,11 @@ func csvRows(t *testing.T, out string) map[string]float64 {
 			continue
 		}
 		wantUnit := "ns"
-		if strings.HasPrefix(f[0], "flood-") {
+		switch {
+		case strings.HasPrefix(f[0], "flood-"):
 			wantUnit = "MiB/s"
+		case strings.HasPrefix(f[0], "fadd-flood-"):
+			wantUnit = "Mops/s"
 		}
 		if f[5] != wantUnit {
 			t.Errorf("row %q: unit %q, want %q", l, f[5], wantUnit)
@@ -177,6 +180,50 @@ func TestFlood(t *testing.T) {
 	}
 }
 
+// TestAtomic runs the atomic benchmark on both paths: the CSV has every row
+// with a positive value, and the table names the path and reports the
+// counter check (the run fails if the counters are wrong).
+func TestAtomic(t *testing.T) {
+	lat := []string{"avg", "median", "min"}
+	for _, p := range paths {
+		t.Run(p.name+"/csv", func(t *testing.T) {
+			out := runJob(t, p.env, "atomic", "-iters", "2000", "-batches", "10", "-reps", "500", "-samples", "2", "-csv")
+			if spmdtest.InRank() {
+				return
+			}
+			rows := csvRows(t, out)
+			n := wantRows(t, rows, []string{"fadd-u64"}, p.name, []int{8}, lat)
+			n += wantRows(t, rows, []string{"fadd-u32"}, p.name, []int{4}, lat)
+			n += wantRows(t, rows, []string{"fadd-flood-u64"}, p.name, []int{8}, []string{"median", "best"})
+			n += wantRows(t, rows, []string{"xadd64"}, "local", []int{8}, lat)
+			if len(rows) != n {
+				t.Errorf("%d rows, want %d:\n%s", len(rows), n, out)
+			}
+			for _, k := range []string{"fadd-u64," + p.name + ",8,", "fadd-u32," + p.name + ",4,"} {
+				if rows[k+"min"] > rows[k+"median"] {
+					t.Errorf("%s: min %v > median %v", k, rows[k+"min"], rows[k+"median"])
+				}
+			}
+			if k := "fadd-flood-u64," + p.name + ",8,"; rows[k+"median"] > rows[k+"best"] {
+				t.Errorf("%s: median %v > best %v", k, rows[k+"median"], rows[k+"best"])
+			}
+		})
+		t.Run(p.name+"/table", func(t *testing.T) {
+			out := runJob(t, p.env, "atomic", "-iters", "1000", "-batches", "5", "-reps", "300", "-samples", "1")
+			if spmdtest.InRank() {
+				return
+			}
+			// 1000 U64 FADDs + 100 warm-up, 1000 warm-up + 300 of the flood.
+			for _, want := range []string{"GEX_OP_FADD", "path: " + p.long, "U64 FADD latency", "U32 FADD latency", "U64 FADD flood",
+				"OpNBI FADD 300 times", "checked: the U64 counter is 2400 and the U32 counter 1100"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("table lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
 // TestTable checks the human-readable output names the path it measured.
 func TestTable(t *testing.T) {
 	for _, p := range paths {
@@ -221,6 +268,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"flood", "-window", "0"}, errUsage},
 		{[]string{"put", "-iters", "-1"}, errUsage},
 		{[]string{"flood", "-min", "100", "-max", "100000", "-csv"}, nil},
+		{[]string{"atomic", "-reps", "100", "-samples", "3", "-csv"}, nil},
+		{[]string{"atomic", "-batches", "0"}, errUsage},
 	} {
 		cfg, err := parseArgs(tc.args, io.Discard)
 		if err != tc.err {
@@ -244,7 +293,7 @@ func TestHelpNamesTheAMPath(t *testing.T) {
 	if _, err := parseArgs([]string{"-help"}, &b); err != flag.ErrHelp {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"GASNET_SUPERNODE_MAXSIZE=1", "-iters", "-window", "-reps", "-min", "-max", "-csv"} {
+	for _, want := range []string{"GASNET_SUPERNODE_MAXSIZE=1", "atomic", "FADD", "-iters", "-window", "-reps", "-min", "-max", "-csv"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("-help lacks %q", want)
 		}
