@@ -18,8 +18,9 @@ import (
 // is both an acquire and a release; GEX_FLAG_AD_ACQ/REL need nothing more.
 //
 // Floating point (as the spec permits): CAS and FCAS compare bit patterns (so
-// -0 != +0 and a NaN equals an identical NaN); MIN/MAX compare with Go's < and
-// > (a NaN operand leaves the target unchanged; a NaN target stays NaN);
+// -0 != +0 and a NaN equals an identical NaN); MIN/MAX follow the spec's C
+// expressions ((op0 < op1) ? op0 : op1, so MIN(+0, -0) is -0) except that a
+// NaN operand leaves the target unchanged and a NaN target stays NaN;
 // arithmetic follows IEEE 754 in Go.
 
 // word is the memory word an atomic operates on.
@@ -104,12 +105,12 @@ func applyWord[T ADType, W word, A atomicWord[W]](a A, op OP, op1, op2 T, intege
 			next = asWord[W](v * op1)
 		case OPMin:
 			next = cur
-			if op1 < v {
+			if op1 <= v { // !(op0 < op1), NaN aside: equal values (±0) give op1
 				next = asWord[W](op1)
 			}
 		case OPMax:
 			next = cur
-			if op1 > v {
+			if op1 >= v { // !(op0 > op1), NaN aside
 				next = asWord[W](op1)
 			}
 		case OPAnd:

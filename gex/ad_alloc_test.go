@@ -1,0 +1,117 @@
+package gex_test
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/gexgo/gexgo/gex"
+)
+
+// Allocation budgets of remote atomics on the shared-memory path (STYLE.md:
+// "Budgets are tests"): OpNBI and OpNB+Wait of a FADD on a U64, to self and
+// to a mapped neighbourhood peer, do not allocate. Loop conduit only
+// (testing.AllocsPerRun counts the whole process).
+
+func runADAllocs(t testing.TB, c *gex.Client, tm *gex.TM, r gex.Rank, addr gex.Addr) {
+	t.Helper()
+	ad, err := gex.ADCreate[uint64](tm, gex.DTU64, gex.OPFAdd|gex.OPAdd, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res uint64 // outside the measured closures: the result must not escape
+	var failed error
+	check := func(err error) {
+		if err != nil && failed == nil {
+			failed = err
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"OpNBI(FADD)", func() {
+			check(ad.OpNBI(&res, r, addr, gex.OPFAdd, 1, 0, 0))
+			check(c.NBIWait(gex.ECRMW, 0))
+		}},
+		{"OpNBI(ADD)", func() { check(ad.OpNBI(nil, r, addr, gex.OPAdd, 1, 0, 0)) }},
+		{"OpNB(FADD)+Wait", func() {
+			ev, err := ad.OpNB(&res, r, addr, gex.OPFAdd, 1, 0, 0)
+			check(err)
+			check(ev.Wait())
+		}},
+	} {
+		allocs := testing.AllocsPerRun(200, tc.f)
+		if failed != nil {
+			t.Fatalf("%s to rank %d: %v", tc.name, r, failed)
+		}
+		if allocs != 0 {
+			t.Errorf("%s to rank %d: %v allocations per call, want 0", tc.name, r, allocs)
+		}
+	}
+}
+
+func TestADNoAllocsSelf(t *testing.T) {
+	c, _, tm := selfClient(t)
+	seg, err := gex.SegmentAttach(tm, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runADAllocs(t, c, tm, 0, seg.QueryAddr()+64)
+}
+
+func TestADNoAllocsPeer(t *testing.T) {
+	done := make(chan struct{})
+	loopJob(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
+		if e.rank == 1 {
+			<-done // no polling while rank 0 measures: the mapped path needs none
+			return
+		}
+		defer close(done)
+		bs := rmaSeg(e, 1)
+		if bs.Local == nil {
+			e.Fatalf("rank 1's segment is not mapped (shared-memory path expected)")
+		}
+		runADAllocs(e.t, e.c, e.tm, 1, bs.Owner+64)
+	})
+}
+
+// adBench runs b.N FADDs (OpNB+Wait) on rank r's segment.
+func adBench(b *testing.B, tm *gex.TM, r gex.Rank, addr gex.Addr) {
+	ad, err := gex.ADCreate[uint64](tm, gex.DTU64, gex.OPFAdd, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var res uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev, err := ad.OpNB(&res, r, addr, gex.OPFAdd, 1, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ev.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if res != uint64(b.N-1) {
+		b.Fatalf("last FADD fetched %d, want %d", res, b.N-1)
+	}
+}
+
+func BenchmarkADFaddSelf(b *testing.B) {
+	tm, base := benchSelf(b)
+	adBench(b, tm, 0, base+64)
+}
+
+func BenchmarkADFaddPeerMapped(b *testing.B) { adPeerBench(b, 0) }
+
+func BenchmarkADFaddAMPath(b *testing.B) { adPeerBench(b, 1) }
+
+func adPeerBench(b *testing.B, supernode int) {
+	var base atomic.Uint64 // a fresh counter per run of the benchmark function
+	rmaBench(b, supernode, func(b *testing.B, tm *gex.TM, peer gex.BoundSegment) {
+		off := base.Add(8)
+		adBench(b, tm, 1, peer.Owner+gex.Addr(off))
+	})
+}
