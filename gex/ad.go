@@ -123,6 +123,9 @@ const adOpAllowed = FlagImmediate | FlagADMyRank | FlagADMyNbrhd | FlagADAcq | F
 // which must be non-nil, by the time the event completes. A target whose
 // segment is mapped here completes during the call (EventInvalid).
 func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
+	if flags == 0 && ad.fast(result, rank, addr, op, op1, op2) {
+		return EventInvalid, nil
+	}
 	return ad.do("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
 }
 
@@ -130,8 +133,35 @@ func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags 
 // completion, checked with NBITest/NBIWait: ECPut for OPSet, ECGet for OPGet,
 // ECRMW for everything else.
 func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) error {
+	if flags == 0 && ad.fast(result, rank, addr, op, op1, op2) {
+		return nil
+	}
 	_, err := ad.do("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
 	return err
+}
+
+// fast is the mapped path for the common case (no flags, primordial team, a
+// valid single opcode of the domain, an aligned in-segment target whose
+// segment is mapped here, caller not restricted). It reports whether it
+// performed the operation; if not, do handles the call, errors included.
+func (ad *AD[T]) fast(result *T, rank Rank, addr Addr, op OP, op1, op2 T) bool {
+	c := ad.c
+	views := c.segViews.Load()
+	if views == nil || ad.tm.members != nil || int(rank) >= len(*views) || ad.dead ||
+		op&(op-1) != 0 || op&ad.ops == 0 || op&opResult != 0 && result == nil {
+		return false
+	}
+	v := &(*views)[rank]
+	size := uint64(unsafe.Sizeof(op1))
+	off := uint64(addr) - v.owner
+	if v.local == nil || off%size != 0 || off > v.size || size > v.size-off || c.mayBeRestricted() {
+		return false
+	}
+	old := atomicApply(v.local[off:off+size], op, op1, op2, ad.integer)
+	if op&opResult != 0 {
+		*result = old
+	}
+	return true
 }
 
 func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {

@@ -45,6 +45,16 @@ func fromWord[T ADType, W word](w W) T { return *(*T)(unsafe.Pointer(&w)) }
 // the caller) and returns the previous value.
 func atomicApply[T ADType](mem []byte, op OP, op1, op2 T, integer bool) T {
 	p := unsafe.Pointer(unsafe.SliceData(mem))
+	// The commonest operations on concrete atomics (the generic path below
+	// calls its word methods through a dictionary, which costs several ns).
+	if integer && (op == OPFAdd || op == OPAdd) {
+		if unsafe.Sizeof(op1) == 8 {
+			d := asWord[uint64](op1)
+			return fromWord[T]((*atomic.Uint64)(p).Add(d) - d)
+		}
+		d := asWord[uint32](op1)
+		return fromWord[T]((*atomic.Uint32)(p).Add(d) - d)
+	}
 	if unsafe.Sizeof(op1) == 4 {
 		return applyWord[T, uint32]((*atomic.Uint32)(p), op, op1, op2, integer)
 	}
