@@ -291,7 +291,7 @@ func TestADModel(t *testing.T) {
 // the full count on smp, fewer on goroutine ranks (-race is much slower; the
 // property is the same).
 func adCounterN(e *rankEnv, full int) int {
-	if e.loop {
+	if e.loop || raceEnabled {
 		return full / 20
 	}
 	return full

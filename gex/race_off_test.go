@@ -1,0 +1,5 @@
+//go:build !race
+
+package gex_test
+
+const raceEnabled = false
