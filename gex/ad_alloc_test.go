@@ -1,6 +1,7 @@
 package gex_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -12,42 +13,26 @@ import (
 // to a mapped neighbourhood peer, do not allocate. Loop conduit only
 // (testing.AllocsPerRun counts the whole process).
 
-func runADAllocs(t testing.TB, c *gex.Client, tm *gex.TM, r gex.Rank, addr gex.Addr) {
-	t.Helper()
+func runADAllocs(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, addr gex.Addr) {
 	ad, err := gex.ADCreate[uint64](tm, gex.DTU64, gex.OPFAdd|gex.OPAdd, 0)
 	if err != nil {
-		t.Fatal(err)
+		rep.Fatalf("ADCreate: %v", err)
 	}
 	var res uint64 // outside the measured closures: the result must not escape
-	var failed error
-	check := func(err error) {
-		if err != nil && failed == nil {
-			failed = err
+	assertNoAllocs(rep, fmt.Sprintf("to rank %d", r), 200, func(check func(error)) []allocCase {
+		return []allocCase{
+			{"OpNBI(FADD)", func() {
+				check(ad.OpNBI(&res, r, addr, gex.OPFAdd, 1, 0, 0))
+				check(c.NBIWait(gex.ECRMW, 0))
+			}},
+			{"OpNBI(ADD)", func() { check(ad.OpNBI(nil, r, addr, gex.OPAdd, 1, 0, 0)) }},
+			{"OpNB(FADD)+Wait", func() {
+				ev, err := ad.OpNB(&res, r, addr, gex.OPFAdd, 1, 0, 0)
+				check(err)
+				check(ev.Wait())
+			}},
 		}
-	}
-	for _, tc := range []struct {
-		name string
-		f    func()
-	}{
-		{"OpNBI(FADD)", func() {
-			check(ad.OpNBI(&res, r, addr, gex.OPFAdd, 1, 0, 0))
-			check(c.NBIWait(gex.ECRMW, 0))
-		}},
-		{"OpNBI(ADD)", func() { check(ad.OpNBI(nil, r, addr, gex.OPAdd, 1, 0, 0)) }},
-		{"OpNB(FADD)+Wait", func() {
-			ev, err := ad.OpNB(&res, r, addr, gex.OPFAdd, 1, 0, 0)
-			check(err)
-			check(ev.Wait())
-		}},
-	} {
-		allocs := testing.AllocsPerRun(200, tc.f)
-		if failed != nil {
-			t.Fatalf("%s to rank %d: %v", tc.name, r, failed)
-		}
-		if allocs != 0 {
-			t.Errorf("%s to rank %d: %v allocations per call, want 0", tc.name, r, allocs)
-		}
-	}
+	})
 }
 
 func TestADNoAllocsSelf(t *testing.T) {
@@ -71,7 +56,7 @@ func TestADNoAllocsPeer(t *testing.T) {
 		if bs.Local == nil {
 			e.Fatalf("rank 1's segment is not mapped (shared-memory path expected)")
 		}
-		runADAllocs(e.t, e.c, e.tm, 1, bs.Owner+64)
+		runADAllocs(e, e.c, e.tm, 1, bs.Owner+64)
 	})
 }
 

@@ -36,6 +36,12 @@ func (e *rankEnv) Fatalf(format string, args ...any) {
 	e.fatal(fmt.Sprintf("rank %d: ", e.rank) + fmt.Sprintf(format, args...))
 }
 
+// Errorf reports a failure without ending the job.
+func (e *rankEnv) Errorf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Errorf("rank %d: %s", e.rank, fmt.Sprintf(format, args...))
+}
+
 // Check fails the test and ends the job if err is not nil.
 func (e *rankEnv) Check(err error, what string) {
 	e.t.Helper()

@@ -13,16 +13,44 @@ import (
 // neighbourhood peer, in every flavour, must not allocate. Loop conduit only
 // (testing.AllocsPerRun counts the whole process).
 
-// rmaAllocCases are the operations measured: rank r's segment is mapped
-// here and base is an address inside it with room for 4 KiB.
-func rmaAllocCases(c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr, check func(error)) []struct {
+// allocCase is one operation whose allocations are measured.
+type allocCase struct {
 	name string
 	f    func()
-} {
-	type allocCase = struct {
-		name string
-		f    func()
+}
+
+// allocReporter is where assertNoAllocs reports: a *testing.T on the test
+// goroutine, or the rankEnv of a job (whose Fatalf ends the job instead of
+// calling FailNow off the test goroutine).
+type allocReporter interface {
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// assertNoAllocs measures every case that build returns (the cases report
+// call failures through check) with testing.AllocsPerRun and reports any
+// case that fails or allocates; what says where the cases run.
+func assertNoAllocs(rep allocReporter, what string, runs int, build func(check func(error)) []allocCase) {
+	var failed error
+	check := func(err error) {
+		if err != nil && failed == nil {
+			failed = err
+		}
 	}
+	for _, tc := range build(check) {
+		allocs := testing.AllocsPerRun(runs, tc.f)
+		if failed != nil {
+			rep.Fatalf("%s %s: %v", tc.name, what, failed)
+		}
+		if allocs != 0 {
+			rep.Errorf("%s %s: %v allocations per call, want 0", tc.name, what, allocs)
+		}
+	}
+}
+
+// rmaAllocCases are the operations measured: rank r's segment is mapped
+// here and base is an address inside it with room for 4 KiB.
+func rmaAllocCases(c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr, check func(error)) []allocCase {
 	var cases []allocCase
 	for _, n := range []int{8, 4096} {
 		src, dst := make([]byte, n), make([]byte, n)
@@ -70,23 +98,10 @@ func rmaAllocCases(c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr, check f
 	return cases
 }
 
-func runRMAAllocs(t testing.TB, c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr) {
-	t.Helper()
-	var failed error
-	check := func(err error) {
-		if err != nil && failed == nil {
-			failed = err
-		}
-	}
-	for _, tc := range rmaAllocCases(c, tm, r, base, check) {
-		allocs := testing.AllocsPerRun(200, tc.f)
-		if failed != nil {
-			t.Fatalf("%s to rank %d: %v", tc.name, r, failed)
-		}
-		if allocs != 0 {
-			t.Errorf("%s to rank %d: %v allocations per call, want 0", tc.name, r, allocs)
-		}
-	}
+func runRMAAllocs(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr) {
+	assertNoAllocs(rep, fmt.Sprintf("to rank %d", r), 200, func(check func(error)) []allocCase {
+		return rmaAllocCases(c, tm, r, base, check)
+	})
 }
 
 func TestRMANoAllocsSelf(t *testing.T) {
@@ -110,7 +125,7 @@ func TestRMANoAllocsPeer(t *testing.T) {
 		if bs.Local == nil {
 			e.Fatalf("rank 1's segment is not mapped (path (a) expected)")
 		}
-		runRMAAllocs(e.t, e.c, e.tm, 1, bs.Owner+4096)
+		runRMAAllocs(e, e.c, e.tm, 1, bs.Owner+4096)
 	})
 }
 
@@ -130,47 +145,32 @@ func TestRMANoAllocsAMPath(t *testing.T) {
 			e.Fatalf("rank 1's segment is mapped (path (b) expected)")
 		}
 		tm, base := e.tm, bs.Owner+4096
-		var failed error
-		check := func(err error) {
-			if err != nil && failed == nil {
-				failed = err
-			}
-		}
 		for _, n := range []int{8, 4096} {
 			src, dst := make([]byte, n), make([]byte, n)
-			for _, tc := range []struct {
-				name string
-				f    func()
-			}{
-				{"PutBlocking", func() { check(tm.PutBlocking(1, base, src, 0)) }},
-				{"GetBlocking", func() { check(tm.GetBlocking(dst, 1, base, 0)) }},
-				{"PutNB+Wait", func() {
-					ev, err := tm.PutNB(1, base, src, nil, 0)
-					check(err)
-					check(ev.Wait())
-				}},
-				{"GetNB+Wait", func() {
-					ev, err := tm.GetNB(dst, 1, base, 0)
-					check(err)
-					check(ev.Wait())
-				}},
-				{"PutNBI+NBIWait", func() {
-					check(tm.PutNBI(1, base, src, nil, 0))
-					check(e.c.NBIWait(gex.ECPut, 0))
-				}},
-				{"GetNBI+NBIWait", func() {
-					check(tm.GetNBI(dst, 1, base, 0))
-					check(e.c.NBIWait(gex.ECGet, 0))
-				}},
-			} {
-				allocs := testing.AllocsPerRun(100, tc.f)
-				if failed != nil {
-					e.Fatalf("%s of %d bytes: %v", tc.name, n, failed)
+			assertNoAllocs(e, fmt.Sprintf("of %d bytes on path (b)", n), 100, func(check func(error)) []allocCase {
+				return []allocCase{
+					{"PutBlocking", func() { check(tm.PutBlocking(1, base, src, 0)) }},
+					{"GetBlocking", func() { check(tm.GetBlocking(dst, 1, base, 0)) }},
+					{"PutNB+Wait", func() {
+						ev, err := tm.PutNB(1, base, src, nil, 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"GetNB+Wait", func() {
+						ev, err := tm.GetNB(dst, 1, base, 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"PutNBI+NBIWait", func() {
+						check(tm.PutNBI(1, base, src, nil, 0))
+						check(e.c.NBIWait(gex.ECPut, 0))
+					}},
+					{"GetNBI+NBIWait", func() {
+						check(tm.GetNBI(dst, 1, base, 0))
+						check(e.c.NBIWait(gex.ECGet, 0))
+					}},
 				}
-				if allocs != 0 {
-					e.t.Errorf("%s of %d bytes on path (b): %v allocations per call, want 0", tc.name, n, allocs)
-				}
-			}
+			})
 		}
 	})
 }
