@@ -252,21 +252,12 @@ func ecOfAtomic(op OP) EC {
 // request to the target's handler (hAtomicReq), answered through the same
 // reply path as a get chunk (hGetRep) with the fetched value as payload.
 func atomicAM[T ADType](c *Client, name string, mode rmaMode, dt DT, j int, addr uint64, op OP, b1, b2 uint64, result *T, immediate bool) (Event, error) {
-	id, o := c.ops.alloc()
-	o.target, o.chunk = j, 8
-	o.left.Store(1)
+	var dst []byte
 	if op&opResult != 0 {
-		o.dst = valueBytes(result)
+		dst = valueBytes(result)
 	}
-	var ev *eventState
-	ec := ecOfAtomic(op)
-	if mode == modeNBI {
-		o.nbiEC = ec
-		o.region = c.nbiStart(ec)
-	} else {
-		ev = c.newEvent(1)
-		o.ev = ev
-	}
+	id, o := c.startOp(j, 1, 8, dst, mode, ecOfAtomic(op))
+	ev := o.ev // the reply may complete and release o while Send waits
 	h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hAtomicReq), NArgs: 10}
 	h.Args[0], h.Args[1] = int32(uint32(addr)), int32(uint32(addr>>32))
 	h.Args[2], h.Args[3] = int32(op), int32(dt)
@@ -278,20 +269,7 @@ func atomicAM[T ADType](c *Client, name string, mode rmaMode, dt DT, j int, addr
 		sf = conduit.Immediate
 	}
 	if err := c.cd.Send(j, h, nil, sf); err != nil {
-		if mode == modeNBI {
-			c.nbiDone(ec, o.region, nil)
-		} else {
-			ev.pending.Store(0)
-			_ = ev.consume()
-		}
-		c.ops.release(id, o)
-		if err == conduit.ErrWouldBlock {
-			if mode == modeNB {
-				return EventNoOp, ErrNoOp
-			}
-			return EventInvalid, ErrNoOp
-		}
-		return EventInvalid, c.report(resourceErr(name, "%v", err))
+		return c.abandonOp(name, id, o, mode, err)
 	}
 	if mode == modeNB {
 		return ev.handle(), nil

@@ -108,23 +108,12 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 	lim := c.cd.Limits(j)
 	chunk := lim.MaxMedium
 	nchunks := (n + chunk - 1) / chunk
-	id, op := c.ops.alloc()
-	op.target, op.chunk = j, chunk
-	op.left.Store(int32(nchunks))
-	ec := ECGet
+	ec, dst := ECGet, s.local
 	if s.put {
-		ec = ECPut
-	} else {
-		op.dst = s.local
+		ec, dst = ECPut, nil
 	}
-	var ev *eventState
-	if s.mode == modeNBI {
-		op.nbiEC = ec
-		op.region = c.nbiStart(ec)
-	} else {
-		ev = c.newEvent(1)
-		op.ev = ev
-	}
+	id, op := c.startOp(j, nchunks, chunk, dst, s.mode, ec)
+	ev := op.ev
 	gen := int32(op.gen)
 	for i := 0; i < nchunks; i++ {
 		lo, hi := i*chunk, min(n, (i+1)*chunk)
@@ -147,21 +136,7 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 		}
 		if err := c.cd.Send(j, h, payload, flags); err != nil {
 			if i == 0 {
-				// Nothing was initiated: undo the bookkeeping.
-				if s.mode == modeNBI {
-					c.nbiDone(ec, op.region, nil)
-				} else {
-					ev.pending.Store(0)
-					_ = ev.consume()
-				}
-				c.ops.release(id, op)
-				if err == conduit.ErrWouldBlock {
-					if s.mode == modeNB {
-						return EventNoOp, ErrNoOp
-					}
-					return EventInvalid, ErrNoOp
-				}
-				return EventInvalid, resourceErr(s.op, "%v", err)
+				return c.abandonOp(s.op, id, op, s.mode, err)
 			}
 			// A conduit failure mid-operation: account the unsent chunks as failed.
 			ferr := resourceErr(s.op, "chunk %d of %d: %v", i, nchunks, err)
@@ -178,6 +153,43 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 		return ev.handle(), nil
 	}
 	return EventInvalid, nil
+}
+
+// startOp registers a path-(b) operation to job rank j of parts parts of at
+// most chunk bytes (replies land in dst, if any) and routes its completion:
+// an NBI operation counts in the implicit set of category ec (or the open
+// access region), any other gets a new root event (op.ev).
+func (c *Client) startOp(j, parts, chunk int, dst []byte, mode rmaMode, ec EC) (int32, *rmaOp) {
+	id, op := c.ops.alloc()
+	op.target, op.chunk, op.dst = j, chunk, dst
+	op.left.Store(int32(parts))
+	if mode == modeNBI {
+		op.nbiEC = ec
+		op.region = c.nbiStart(ec)
+	} else {
+		op.ev = c.newEvent(1)
+	}
+	return id, op
+}
+
+// abandonOp undoes startOp after the first injection failed, so nothing was
+// initiated, and returns the call's result: ErrNoOp (with EventNoOp from the
+// NB forms) for backpressure under FlagImmediate, a resource error otherwise.
+func (c *Client) abandonOp(name string, id int32, op *rmaOp, mode rmaMode, err error) (Event, error) {
+	if mode == modeNBI {
+		c.nbiDone(op.nbiEC, op.region, nil)
+	} else {
+		op.ev.pending.Store(0)
+		_ = op.ev.consume()
+	}
+	c.ops.release(id, op)
+	switch {
+	case err != conduit.ErrWouldBlock:
+		return EventInvalid, c.report(resourceErr(name, "%v", err))
+	case mode == modeNB:
+		return EventNoOp, ErrNoOp
+	}
+	return EventInvalid, ErrNoOp
 }
 
 // chunkDone retires one chunk of op; the last one completes the operation.
