@@ -429,7 +429,13 @@ func (j *job) event(ev Event) {
 			j.terminate(ev.Rank) // the aborting rank exits by itself once acknowledged
 		}
 	case EventDropped:
-		j.out.say(oneLine(ev.Msg))
+		// Once the job is ending, ranks are killed wherever they are, some
+		// between dialing the bootstrap socket and their HELLO: those drops
+		// are expected and would only add lines after the one that says why
+		// the job ended.
+		if j.ending == running {
+			j.out.say(oneLine(ev.Msg))
+		}
 	}
 }
 
