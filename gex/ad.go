@@ -84,6 +84,13 @@ func ADCreate[T ADType](tm *TM, dt DT, ops OP, flags Flags) (*AD[T], error) {
 	case flags&(flags-1) != 0:
 		return nil, c.report(badArg(op, "flags %v: the GEX_FLAG_AD_FAVOR_* hints are mutually exclusive", flags))
 	}
+	switch {
+	case tm.pair:
+		return nil, c.report(badArg(op, "tm is a TM-pair (TMPair), which is not valid for atomic domains"))
+	case tm.destroyed.Load():
+		return nil, c.report(badArg(op, "tm was destroyed"))
+	}
+	tm.ads.Add(1)
 	return &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger()}, nil
 }
 
@@ -94,6 +101,7 @@ func (ad *AD[T]) Destroy() error {
 		return badArg("AD.Destroy", "the domain was already destroyed")
 	}
 	ad.dead = true
+	ad.tm.ads.Add(-1)
 	return nil
 }
 

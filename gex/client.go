@@ -59,6 +59,9 @@ type Client struct {
 	evPool sync.Pool // *eventState
 	nbi    nbiState
 	ops    opTable // path-(b) RMA operations in flight
+	coll   collEngine
+
+	warnedMin atomic.Bool // the deprecated SCRATCH_SIZE_MIN warning was printed
 
 	atomicScratch [8]byte // fetched value of the atomic being answered (request handlers run one at a time)
 
@@ -171,9 +174,15 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	}
 
 	c.ep = &EP{c: c, index: 0}
-	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size)}
+	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size), id: primordialTeamID}
+	c.coll.init(c)
+	c.tm.ts = c.coll.team(primordialTeamID)
+	c.tm.ts.tm = c.tm
 	c.reqTok.c, c.repTok.c = c, c
 	for _, e := range c.rmaHandlers() {
+		c.ep.handlers[e.Index].Store(&e)
+	}
+	for _, e := range c.collHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
 	cd.SetDelivery(c.deliver)
@@ -288,6 +297,7 @@ func (c *Client) Poll() error {
 		return err
 	}
 	c.cd.Poll(false)
+	c.coll.progress()
 	return nil
 }
 
@@ -309,9 +319,11 @@ func (c *Client) blockUntil(op string, cond func() bool) error {
 	idle := 0
 	for !cond() {
 		if c.cd.Poll(false) > 0 {
+			c.coll.progress()
 			idle = 0
 			continue
 		}
+		c.coll.progress()
 		idle++
 		if c.done != nil && idle%64 == 0 {
 			select {
@@ -353,9 +365,11 @@ func (c *Client) startReceiver() {
 			default:
 			}
 			if c.cd.Poll(false) > 0 {
+				c.coll.progress()
 				idle = 0
 				continue
 			}
+			c.coll.progress()
 			idle++
 			if idle < spinPolls/4 {
 				runtime.Gosched()

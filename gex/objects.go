@@ -16,6 +16,8 @@ type EP struct {
 
 	seg atomic.Pointer[Segment]
 
+	pair atomic.Pointer[TM] // TMPair(ep, 0), made on first use
+
 	regMu    sync.Mutex // serialises RegisterHandlers
 	handlers [256]atomic.Pointer[AMEntry]
 }
@@ -48,9 +50,18 @@ type TM struct {
 	rank  Rank
 	size  Rank
 	flags Flags
-	// members maps team rank to job rank; nil means the identity (primordial team).
+	// members maps team rank to job rank; nil means the identity (primordial
+	// team and TM-pairs).
 	members []Rank
 	cdata   cdata
+
+	id        uint64     // team id (team.go); 0 for TM-pairs
+	ts        *teamState // collective state (guarded by the client's coll.mu)
+	pair      bool       // a TM-pair (TMPair): point-to-point only
+	noScratch bool       // created with GEX_FLAG_TM_NO_SCRATCH: no collectives
+	scratch   []byte     // client-provided scratch, returned by Destroy
+	destroyed atomic.Bool
+	ads       atomic.Int32 // live atomic domains created over this team
 }
 
 // QueryClient implements gex_TM_QueryClient.

@@ -85,6 +85,11 @@ const (
 	FlagGloballyQuiesced     Flags = 1 << 28 // GEX_FLAG_GLOBALLY_QUIESCED
 	FlagUsesGASNet1          Flags = 1 << 29 // GEX_FLAG_USES_GASNET1
 	FlagDeferThreads         Flags = 1 << 30 // GEX_FLAG_DEFER_THREADS
+
+	// Team construction queries (TM Split, Create, Dup): the call returns a
+	// scratch size instead of creating a team.
+	FlagTMScratchSizeMin         Flags = 1 << 37 // GEX_FLAG_TM_SCRATCH_SIZE_MIN (deprecated in the spec)
+	FlagTMScratchSizeRecommended Flags = 1 << 38 // GEX_FLAG_TM_SCRATCH_SIZE_RECOMMENDED
 )
 
 // AM handler registration flags (gex_AM_Entry_t.gex_flags, "AM handlers"): one
@@ -112,6 +117,7 @@ var flagNames = [...]string{
 	"TM_GLOBAL_SCRATCH", "TM_LOCAL_SCRATCH", "TM_SYMMETRIC_SCRATCH", "TM_NO_SCRATCH",
 	"SCRATCH_SEG_OFFSET", "GLOBALLY_QUIESCED", "USES_GASNET1", "DEFER_THREADS", "",
 	"AM_SHORT", "AM_MEDIUM", "AM_LONG", "AM_REQUEST", "AM_REPLY",
+	"TM_SCRATCH_SIZE_MIN", "TM_SCRATCH_SIZE_RECOMMENDED",
 }
 
 // String spells the set flags as the spec does: "GEX_FLAG_IMMEDIATE|GEX_FLAG_AM_SHORT".
