@@ -98,6 +98,7 @@ type collOp struct {
 	initiated bool
 	queued    bool
 	finishing bool // complete once progress has sent its messages
+	again     bool // advance again once the queued messages are out
 	ev        *eventState
 	err       error
 
@@ -295,6 +296,9 @@ func (e *collEngine) recv(src int, a []AMArg, p []byte) {
 				s.buf, s.pooled = e.getBuf(total), true
 			}
 		}
+	} else if total == 0 {
+		e.c.logf("dropped a duplicate %v message from rank %d (collective #%d of a team, stream %d)", kind, src, seq, slot)
+		return
 	} else if s.total != total || s.got+len(p) > total {
 		op.fail(badArg("Coll", "%v: rank %d sent %d bytes of %d for a stream of %d bytes (of which %d arrived): arguments are not single-valued", kind, src, len(p), total, s.total, s.got))
 		e.enqueue(op)
@@ -396,6 +400,16 @@ func (e *collEngine) progress() {
 					e.mu.Unlock()
 				}
 				s.payload, s.op = nil, nil
+			}
+			if len(e.spare) > 0 {
+				e.mu.Lock()
+				for _, op := range e.spare {
+					if op.again && !op.finishing {
+						op.again = false
+						e.enqueue(op)
+					}
+				}
+				e.mu.Unlock()
 			}
 			if len(e.done) > 0 {
 				e.mu.Lock()
@@ -585,6 +599,9 @@ func (op *collOp) advanceGather(e *collEngine) bool {
 // ReduceToAll the broadcast of the result from rank 0 (N-1 more). Depth
 // ceil(log2 N) (twice that for ReduceToAll).
 func (op *collOp) advanceReduce(e *collEngine) bool {
+	if op.kind == kindReduceAll && op.n&(op.n-1) == 0 {
+		return op.advanceDoubling(e)
+	}
 	if op.phase == 1 {
 		return op.advanceBcast(e, 0)
 	}
@@ -628,6 +645,39 @@ func (op *collOp) advanceReduce(e *collEngine) bool {
 			e.queue(op, op.root, 0, op.acc, 0, op.nbytes)
 		}
 	}
+	return true
+}
+
+// advanceDoubling is ReduceToAll by recursive doubling, for teams of a power
+// of two: in step k rank i exchanges its partial result with rank i XOR 2^k,
+// and both fold the two in rank order (the lower block on the left), so after
+// log2 N steps every rank holds src[0] (+) ... (+) src[N-1] with the same
+// bracketing - the same bits everywhere. Messages: log2 N per rank, N log2 N in
+// all, each of the full nbytes; depth log2 N (half the tree's 2 log2 N).
+func (op *collOp) advanceDoubling(e *collEngine) bool {
+	for 1<<op.step < op.n {
+		k := op.step
+		partner := op.me ^ 1<<k
+		if !op.sent {
+			op.sent = true
+			e.queue(op, partner, 1+k, op.acc, 0, op.nbytes)
+			op.again = true // acc must not change before the message is out
+			return false
+		}
+		s := &op.slots[1+k]
+		if !s.arrived || s.got < op.nbytes {
+			return false
+		}
+		if partner < op.me {
+			op.combine(s.buf, op.acc) // acc = partner's (+) acc
+		} else {
+			op.combine(op.acc, s.buf) // s.buf = acc (+) partner's
+			op.acc, s.buf = s.buf, op.acc
+		}
+		op.step++
+		op.sent = false
+	}
+	copy(op.dst[:op.nbytes], op.acc)
 	return true
 }
 

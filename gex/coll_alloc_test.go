@@ -55,6 +55,7 @@ func TestCollMalformed(t *testing.T) {
 			e.Check(gex.RawSend(e.c, peer, h, payload), "RawSend")
 		}
 		e.collBarrier(e.tm)                       // collective #0 of the primordial team
+		e.Barrier()                               // both ranks have completed it
 		send(0, 0, 0, nil, 50)                    // kind 0
 		send(99<<8, 0, 0, nil, 50)                // kind out of range
 		send(2<<8|200, 0, 8, make([]byte, 8), 50) // slot out of range
@@ -62,6 +63,9 @@ func TestCollMalformed(t *testing.T) {
 		send(2<<8, -1, 8, make([]byte, 1), 50)    // negative offset
 		send(2<<8, 0, -5, nil, 50)                // negative total
 		send(1<<8|1, 0, 0, nil, 0)                // barrier #0, already complete
+		// Mediums and the test's Short barrier AMs need not arrive in
+		// order: wait for the stale one to be seen.
+		e.Check(e.c.BlockUntil(func() bool { return gex.CollStale(e.c) >= 1 }), "BlockUntil(stale message dropped)")
 		e.Barrier()
 		if got := gex.CollStale(e.c); got != 1 {
 			e.Fatalf("%d messages dropped as stale, want 1", got)

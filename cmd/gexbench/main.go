@@ -7,6 +7,9 @@
 //	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
 //	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
 //	gexrun -n 2 ./cmd/gexbench atomic  # U64/U32 FADD latency, U64 FADD flood rate
+//	gexrun -n 4 ./cmd/gexbench barrier # BarrierNB over all ranks
+//	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB, 8 B .. 1 MiB
+//	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB, 8 B and 1 MiB
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
@@ -39,7 +42,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|barrier|bcast|reduce [flags]"
 
 const usageHead = synopsis + `
 
@@ -59,6 +62,13 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
           then one NBIWait(ECRMW), per sample; a sync/atomic add for reference.
           Finally rank 0 reads the counters (GEX_OP_GET and GetBlocking) and
           checks they equal the number of FADDs performed
+  barrier BarrierNB + Wait over all ranks of the job, back to back
+  bcast   BroadcastNB + Wait of 8 B, 4 KiB, 64 KiB and 1 MiB over all ranks, the
+          root rotating; time per broadcast and GB/s (GB = 10^9 bytes)
+  reduce  ReduceToAllNB + Wait and ReduceToOneNB + Wait (root rotating) of 8 B and
+          1 MiB (U64 GEX_OP_ADD) over all ranks
+          The collectives run on every rank; rank 0 prints its timings. -iters sets
+          the calls per case (default 100000; 3000 from 64 KiB; 300 from 1 MiB)
 
 Latency: -iters operations per size (atomic: per type), timed in batches; the table gives the
 average (total time / iterations), the median and the minimum of the batch
@@ -151,8 +161,8 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return cfg, errUsage
 	}
 	switch {
-	case cfg.bench != "put" && cfg.bench != "get" && cfg.bench != "flood" && cfg.bench != "atomic":
-		return bad("unknown benchmark %q (want put, get, flood or atomic)", cfg.bench)
+	case !contains2(benches, cfg.bench):
+		return bad("unknown benchmark %q (want one of %s)", cfg.bench, strings.Join(benches, ", "))
 	case fs.NArg() != 0:
 		return bad("unexpected arguments %q", fs.Args())
 	case cfg.iters < 0:
@@ -171,6 +181,23 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return bad("-min %d / -max %d select none of the latency sizes %v", cfg.minSize, cfg.maxSize, latencySizes)
 	}
 	return cfg, nil
+}
+
+// benches are the benchmark names.
+var benches = []string{"put", "get", "flood", "atomic", "barrier", "bcast", "reduce"}
+
+// collective reports whether the benchmark runs on every rank.
+func (cfg *config) collective() bool {
+	return cfg.bench == "barrier" || cfg.bench == "bcast" || cfg.bench == "reduce"
+}
+
+func contains2(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
 
 // floodSizes are testlarge-like sizes; -min and -max select among them and are
@@ -312,7 +339,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Rank 0 measures while every other rank polls in the barrier, so the
 	// AM path's requests to rank 1 are served.
 	var benchErr error
-	if me == 0 {
+	switch {
+	case cfg.collective():
+		benchErr = measureColl(&cfg, c, tm, stdout)
+	case me == 0:
 		benchErr = measure(&cfg, c, tm, seg, ads, stdout)
 	}
 	// No rank leaves while another may still need it to poll.

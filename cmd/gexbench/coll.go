@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+
+	"github.com/gexgo/gexgo/gex"
+)
+
+// The collective benchmarks run on every rank of the job: each rank times the
+// same sequence of collectives over the primordial team, and rank 0 prints its
+// figures (a collective's time is bounded by its slowest member, so every
+// rank measures about the same).
+
+// collBench is one collective measured back to back: op initiates the i-th
+// call and returns its event.
+type collBench struct {
+	name string
+	size int
+	op   func(i int) (gex.Event, error)
+}
+
+// collIters is the default number of calls per case.
+func (cfg *config) collIters(size int) int {
+	if cfg.iters > 0 {
+		return cfg.iters
+	}
+	switch {
+	case size >= 1<<20:
+		return 300
+	case size >= 64<<10:
+		return 3000
+	}
+	return 100000
+}
+
+// collPath names how the collectives' messages travel.
+func collPath(c *gex.Client, n int) (long, short string) {
+	if nb, _ := c.QueryNbrhdInfo(); len(nb) == n {
+		return "AMs through shared memory (one neighbourhood)", "shm-am"
+	}
+	return "AMs, ranks in separate neighbourhoods", "am"
+}
+
+// measureColl runs the barrier, bcast or reduce benchmark on this rank and,
+// on rank 0, prints the results.
+func measureColl(cfg *config, c *gex.Client, tm *gex.TM, stdout io.Writer) error {
+	me, n := tm.QueryRank(), int(tm.QuerySize())
+	sizes := []int{8, 4 << 10, 64 << 10, 1 << 20}
+	var cases []collBench
+	switch cfg.bench {
+	case "barrier":
+		cases = append(cases, collBench{"BarrierNB+Wait", 0, func(int) (gex.Event, error) { return tm.BarrierNB(0) }})
+	case "bcast":
+		for _, size := range sizes {
+			src, dst := make([]byte, size), make([]byte, size)
+			for i := range src {
+				src[i] = byte(i)
+			}
+			// The root rotates: one fixed root would finish each broadcast
+			// as soon as its data is sent and run ahead of the others.
+			cases = append(cases, collBench{"BroadcastNB+Wait (root rotating)", size, func(i int) (gex.Event, error) {
+				return tm.BroadcastNB(gex.Rank(i%n), dst, src, size, 0)
+			}})
+		}
+	case "reduce":
+		for _, size := range []int{8, 1 << 20} {
+			src, dst := make([]byte, size), make([]byte, size)
+			for i := 0; i < size; i += 8 {
+				binary.LittleEndian.PutUint64(src[i:], uint64(int(me)+i))
+			}
+			cnt := size / 8
+			cases = append(cases,
+				collBench{"ReduceToAllNB+Wait (U64 ADD)", size, func(int) (gex.Event, error) {
+					return tm.ReduceToAllNB(dst, src, gex.DTU64, 8, cnt, gex.OPAdd, nil, nil, 0)
+				}},
+				collBench{"ReduceToOneNB+Wait (U64 ADD, root rotating)", size, func(i int) (gex.Event, error) {
+					return tm.ReduceToOneNB(gex.Rank(i%n), dst, src, gex.DTU64, 8, cnt, gex.OPAdd, nil, nil, 0)
+				}})
+		}
+	}
+
+	if cfg.cpuprofile != "" && me == 0 {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	long, short := collPath(c, n)
+	res := &results{}
+	fmt.Fprintf(&res.table, "gexbench %s: collectives over all %d ranks, back to back; path: %s\n", cfg.bench, n, long)
+	fmt.Fprintf(&res.table, "every rank times the same calls in %d batches after a warm-up of a tenth;\n"+
+		"avg = total time / calls, median and min = median and best of the batch averages (rank 0's clock)\n\n", cfg.batches)
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s %12s\n", "operation", "size", "calls", "avg", "median", "min", "GB/s (med)")
+	for _, cb := range cases {
+		iters := cfg.collIters(cb.size)
+		k := 0
+		st, err := timeBatches(iters, cfg.batches, func(cnt int) error {
+			for j := 0; j < cnt; j++ {
+				ev, err := cb.op(k)
+				if err != nil {
+					return err
+				}
+				if err := ev.Wait(); err != nil {
+					return err
+				}
+				k++
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s of %d bytes: %w", cb.name, cb.size, err)
+		}
+		gbs := "-"
+		if cb.size > 0 {
+			gbs = fmt.Sprintf("%.2f", float64(cb.size)/st.median)
+			res.add(cfg.bench, short, cb.size, "gbps", float64(cb.size)/st.median, "GB/s")
+		}
+		fmt.Fprintf(&res.table, "%-44s %10s %8d %12s %12s %12s %12s\n", cb.name, sizeName(cb.size), iters, durName(st.avg), durName(st.median), durName(st.min), gbs)
+		res.latRows(cfg.bench+"-"+opTag(cb.name), short, cb.size, st)
+	}
+	if err := checkColl(tm, n); err != nil {
+		return err
+	}
+	fmt.Fprintf(&res.table, "checked: a broadcast and a ReduceToAll after the runs delivered the expected values\n")
+	if me == 0 {
+		if cfg.csv {
+			res.writeCSV(stdout)
+		} else {
+			res.writeTable(stdout)
+		}
+	}
+	return nil
+}
+
+// opTag is the CSV tag of a case: its operation name up to "NB".
+func opTag(name string) string {
+	if i := bytes.Index([]byte(name), []byte("NB")); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// checkColl verifies the collectives still compute the right thing after the
+// timed runs.
+func checkColl(tm *gex.TM, n int) error {
+	me := tm.QueryRank()
+	src := make([]byte, 8)
+	binary.LittleEndian.PutUint64(src, uint64(me)+1)
+	dst := make([]byte, 8)
+	ev, err := tm.ReduceToAllNB(dst, src, gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+	if err == nil {
+		err = ev.Wait()
+	}
+	if err != nil {
+		return err
+	}
+	if got, want := binary.LittleEndian.Uint64(dst), uint64(n*(n+1)/2); got != want {
+		return fmt.Errorf("ReduceToAll check: sum of rank+1 = %d, want %d", got, want)
+	}
+	want := []byte("gexbench broadcast check")
+	b := make([]byte, len(want))
+	if int(me) == n-1 {
+		copy(b, want)
+	}
+	ev, err = tm.BroadcastNB(gex.Rank(n-1), b, b, len(b), 0)
+	if err == nil {
+		err = ev.Wait()
+	}
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(b, want) {
+		return fmt.Errorf("broadcast check: got %q", b)
+	}
+	return nil
+}
