@@ -49,7 +49,12 @@ type Client struct {
 	prepareG gset // goroutines between an AM Prepare and its Commit
 
 	waitMode atomic.Int32
-	verbose  atomic.Bool
+	// spinPolls is how many empty polls spin-then-block spends before
+	// sleeping; polite (more ranks on this host than CPUs) spins briefly
+	// and yields the CPU to other processes instead of the goroutine.
+	spinPolls int
+	polite    bool
+	verbose   atomic.Bool
 
 	reqTok, repTok Token // reused per delivered AM (one consumer per queue at a time)
 	rejected       atomic.Uint64
@@ -169,6 +174,12 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 		c.rcvWanted = *cfg.rcv
 	}
 	c.computeTopology()
+	c.spinPolls = spinPolls
+	if len(c.host) > runtime.NumCPU() {
+		// GASNet's "polite" mode for overcommitted nodes: a spinning rank
+		// would hold a CPU that the rank it waits for needs.
+		c.polite, c.spinPolls = true, politeSpinPolls
+	}
 	if d, ok := cd.(interface{ Done() <-chan struct{} }); ok {
 		c.done = d.Done()
 	}
@@ -307,9 +318,20 @@ func (c *Client) Poll() error {
 // receive goroutine).
 func (c *Client) BlockUntil(cond func() bool) error { return c.blockUntil("BlockUntil", cond) }
 
+// yield gives up the processor while spinning: to other goroutines, and when
+// polite to other processes.
+func (c *Client) yield() {
+	if c.polite {
+		sysYield()
+	} else {
+		runtime.Gosched()
+	}
+}
+
 const (
-	spinPolls = 2000                   // spin-then-block: empty polls before sleeping
-	sleepCap  = 200 * time.Microsecond // longest sleep before re-checking cond
+	politeSpinPolls = 64
+	spinPolls       = 2000                   // spin-then-block: empty polls before sleeping
+	sleepCap        = 200 * time.Microsecond // longest sleep before re-checking cond
 )
 
 func (c *Client) blockUntil(op string, cond func() bool) error {
@@ -340,9 +362,9 @@ func (c *Client) blockUntil(op string, cond func() bool) error {
 		case WaitBlock:
 			c.cd.Sleep(sleepCap)
 		default:
-			if idle < spinPolls {
-				if idle%32 == 0 {
-					runtime.Gosched()
+			if idle < c.spinPolls {
+				if c.polite || idle%32 == 0 {
+					c.yield()
 				}
 			} else {
 				c.cd.Sleep(sleepCap)
