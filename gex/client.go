@@ -58,7 +58,8 @@ type Client struct {
 	sdPool sync.Pool // *SrcDesc
 	evPool sync.Pool // *eventState
 	nbi    nbiState
-	ops    opTable // path-(b) RMA operations in flight
+	ops    opTable  // path-(b) RMA operations in flight
+	vis    visState // VIS: path-(b) operations, peer-completion arming (vis.go, vis_am.go)
 
 	atomicScratch [8]byte // fetched value of the atomic being answered (request handlers run one at a time)
 
@@ -174,6 +175,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size)}
 	c.reqTok.c, c.repTok.c = c, c
 	for _, e := range c.rmaHandlers() {
+		c.ep.handlers[e.Index].Store(&e)
+	}
+	for _, e := range c.visHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
 	cd.SetDelivery(c.deliver)
