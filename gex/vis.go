@@ -454,8 +454,12 @@ func (st *strideShape) extent() (lo, hi int64, ok bool) {
 func (v *visCall) checkSides(owner, size uint64) error {
 	l, r := &v.local, &v.remote
 	ln, rn := v.localName(), v.remoteName()
-	inSeg := func(what string, a uint64, n uint64) error {
-		if a < owner || a-owner > size || n > size-(a-owner) {
+	outside := func(a, n uint64) bool { return a < owner || a-owner > size || n > size-(a-owner) }
+	inSeg := func(what string, i int, a uint64, n uint64) error {
+		if outside(a, n) {
+			if i >= 0 {
+				what += "[" + itoa(i) + "]"
+			}
 			return badArg(v.op, "%s [%#x, +%d) is outside rank %d's segment [%#x, +%d)", what, a, n, v.rank, owner, size)
 		}
 		return nil
@@ -467,7 +471,7 @@ func (v *visCall) checkSides(owner, size uint64) error {
 			return badArg(v.op, "%saddr's strided extent overflows", rn)
 		}
 		a := uint64(r.base) + r.adj
-		if err := inSeg(rn+"addr's strided extent", a+uint64(lo), uint64(hi-lo)); err != nil {
+		if err := inSeg(rn+"addr's strided extent", -1, a+uint64(lo), uint64(hi-lo)); err != nil {
 			return err
 		}
 		lo, hi, ok = l.st.extent()
@@ -481,10 +485,8 @@ func (v *visCall) checkSides(owner, size uint64) error {
 			if m.Len < 0 || m.Len > math.MaxInt/2-total {
 				return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", rn, i, m.Len)
 			}
-			if m.Len > 0 {
-				if err := inSeg(rn+"list["+itoa(i)+"]", uint64(m.Addr)+r.adj, uint64(m.Len)); err != nil {
-					return err
-				}
+			if m.Len > 0 && outside(uint64(m.Addr)+r.adj, uint64(m.Len)) {
+				return inSeg(rn+"list", i, uint64(m.Addr)+r.adj, uint64(m.Len))
 			}
 			total += m.Len
 		}
@@ -495,8 +497,8 @@ func (v *visCall) checkSides(owner, size uint64) error {
 		}
 		if r.ilen > 0 {
 			for i, a := range r.addrs {
-				if err := inSeg(rn+"list["+itoa(i)+"]", uint64(a)+r.adj, uint64(r.ilen)); err != nil {
-					return err
+				if outside(uint64(a)+r.adj, uint64(r.ilen)) {
+					return inSeg(rn+"list", i, uint64(a)+r.adj, uint64(r.ilen))
 				}
 			}
 		}
@@ -694,6 +696,57 @@ func checkCrossOverlap(op string, l, r *visSide) error {
 
 // bounds is the smallest range holding every run of s (in this process).
 func bounds(s *visSide) span {
+	b := span{lo: math.MaxUint64}
+	switch {
+	case s.kind == visStrided:
+		lo, hi, _ := s.st.extent() // checked by checkSides
+		p := uint64(s.base)
+		if s.remote {
+			p = uint64(addrOf(s.mapped)) + (uint64(s.base) + s.adj - s.owner)
+		} else {
+			p += uint64(addrOf(s.buf))
+		}
+		return span{p + uint64(lo), p + uint64(hi), false}
+	case s.remote && s.kind == visVector:
+		for _, m := range s.vecs {
+			if m.Len > 0 {
+				a := uint64(m.Addr) + s.adj
+				b.lo, b.hi = min(b.lo, a), max(b.hi, a+uint64(m.Len))
+			}
+		}
+		return mappedSpan(s, b)
+	case s.remote:
+		if s.ilen > 0 {
+			for _, a := range s.addrs {
+				b.lo, b.hi = min(b.lo, uint64(a)), max(b.hi, uint64(a)+uint64(s.ilen))
+			}
+			b.lo, b.hi = b.lo+s.adj, b.hi+s.adj
+		}
+		return mappedSpan(s, b)
+	}
+	for _, x := range s.bufs {
+		if n := min(len(x), s.ilen); len(x) > 0 && (s.kind == visVector || n > 0) {
+			if s.kind == visVector {
+				n = len(x)
+			}
+			p := uint64(addrOf(x))
+			b.lo, b.hi = min(b.lo, p), max(b.hi, p+uint64(n))
+		}
+	}
+	return b
+}
+
+// mappedSpan translates a remote owner-address range into this process's
+// mapping of the segment.
+func mappedSpan(s *visSide, b span) span {
+	if b.hi == 0 {
+		return b
+	}
+	base := uint64(addrOf(s.mapped)) - s.owner
+	return span{b.lo + base, b.hi + base, false}
+}
+
+func boundsSlow(s *visSide) span {
 	b := span{lo: math.MaxUint64}
 	cur := s.cursor()
 	for {

@@ -7,6 +7,7 @@
 //	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
 //	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
 //	gexrun -n 2 ./cmd/gexbench atomic  # U64/U32 FADD latency, U64 FADD flood rate
+//	gexrun -n 2 ./cmd/gexbench vis     # vector/indexed/strided put/get bandwidth, 8 B and 512 B chunks
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
@@ -39,7 +40,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|vis [flags]"
 
 const usageHead = synopsis + `
 
@@ -59,6 +60,11 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
           then one NBIWait(ECRMW), per sample; a sync/atomic add for reference.
           Finally rank 0 reads the counters (GEX_OP_GET and GetBlocking) and
           checks they equal the number of FADDs performed
+  vis     VIS bandwidth (GB/s, 10^9 B/s of payload), as GASNet's testvis: one
+          blocking vector, indexed or strided put or get of a 64 KiB payload at
+          50% density (chunks of 8 B or 512 B every 2 chunks, both sides);
+          -samples samples of about 40 ms (or -reps operations) each; the
+          remote chunks are checked after every measurement
 
 Latency: -iters operations per size (atomic: per type), timed in batches; the table gives the
 average (total time / iterations), the median and the minimum of the batch
@@ -151,8 +157,8 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return cfg, errUsage
 	}
 	switch {
-	case cfg.bench != "put" && cfg.bench != "get" && cfg.bench != "flood" && cfg.bench != "atomic":
-		return bad("unknown benchmark %q (want put, get, flood or atomic)", cfg.bench)
+	case cfg.bench != "put" && cfg.bench != "get" && cfg.bench != "flood" && cfg.bench != "atomic" && cfg.bench != "vis":
+		return bad("unknown benchmark %q (want put, get, flood, atomic or vis)", cfg.bench)
 	case fs.NArg() != 0:
 		return bad("unexpected arguments %q", fs.Args())
 	case cfg.iters < 0:
@@ -216,6 +222,9 @@ func contains(xs []int, x int) bool {
 // transfer and for a window of transfers, rounded up to a page.
 func (cfg *config) segmentSize() uint64 {
 	n := latencySizes[len(latencySizes)-1] // the put and get checks read this much
+	if cfg.bench == "vis" {
+		n = max(n, visSpan)
+	}
 	if cfg.bench == "flood" {
 		for _, s := range cfg.floodSizes() {
 			n = max(n, span(s, cfg.window))
@@ -363,6 +372,8 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 		res, err = b.flood()
 	case "atomic":
 		res, err = b.atomic(ads)
+	case "vis":
+		res, err = b.vis()
 	}
 	if err != nil {
 		return err
