@@ -230,6 +230,69 @@ func visCopy(dst, src *visCursor) {
 	}
 }
 
+// visCopySame is path (a) for the common case of both sides having the same
+// run structure (same strided shape after normalisation, or vector/indexed
+// lists whose entries pair up one to one): one loop over the pairs, without
+// cursors. It reports whether it applied.
+func visCopySame(put bool, l, r *visSide) bool {
+	cp := func(rem, loc []byte) {
+		if put {
+			copy(rem, loc)
+		} else {
+			copy(loc, rem)
+		}
+	}
+	switch {
+	case l.kind == visStrided:
+		if l.st.runLen != r.st.runLen || l.st.nlev != r.st.nlev || l.st.cnt != r.st.cnt || l.st.runLen > copyChunk {
+			return false
+		}
+		st, n := &r.st, int64(r.st.runLen)
+		lo, ro := l.base, int64(uint64(r.base)+r.adj-r.owner)
+		var idx [visMaxLevels]int
+		for {
+			cp(r.mapped[ro:ro+n], l.buf[lo:lo+n])
+			k := 0
+			for ; k < st.nlev; k++ {
+				idx[k]++
+				lo += int64(l.st.str[k])
+				ro += int64(st.str[k])
+				if idx[k] < st.cnt[k] {
+					break
+				}
+				lo -= int64(l.st.str[k]) * int64(st.cnt[k])
+				ro -= int64(st.str[k]) * int64(st.cnt[k])
+				idx[k] = 0
+			}
+			if k == st.nlev {
+				return true
+			}
+		}
+	case l.kind == visVector && r.kind == visVector && len(l.bufs) == len(r.vecs):
+		for i, b := range l.bufs {
+			if len(b) != r.vecs[i].Len || len(b) > copyChunk {
+				return false
+			}
+		}
+		base := r.adj - r.owner
+		for i, b := range l.bufs {
+			if len(b) > 0 {
+				o := uint64(r.vecs[i].Addr) + base
+				cp(r.mapped[o:o+uint64(len(b))], b)
+			}
+		}
+		return true
+	case l.kind == visIndexed && r.kind == visIndexed && l.ilen == r.ilen && len(l.bufs) == len(r.addrs) && l.ilen <= copyChunk:
+		n, base := uint64(l.ilen), r.adj-r.owner
+		for i, b := range l.bufs {
+			o := uint64(r.addrs[i]) + base
+			cp(r.mapped[o:o+n], b[:n])
+		}
+		return true
+	}
+	return false
+}
+
 // visCall is one VIS call as the caller described it.
 type visCall struct {
 	op     string
@@ -351,11 +414,13 @@ func (tm *TM) vis(v *visCall) (Event, error) {
 		if err := checkCrossOverlap(v.op, l, r); err != nil {
 			return EventInvalid, c.report(err)
 		}
-		lc, rc := l.cursor(), r.cursor()
-		if v.put {
-			visCopy(&rc, &lc)
-		} else {
-			visCopy(&lc, &rc)
+		if !visCopySame(v.put, l, r) {
+			lc, rc := l.cursor(), r.cursor()
+			if v.put {
+				visCopy(&rc, &lc)
+			} else {
+				visCopy(&lc, &rc)
+			}
 		}
 		if pc != nil {
 			c.vis.disarm(pc)
