@@ -63,8 +63,9 @@ type Client struct {
 	sdPool sync.Pool // *SrcDesc
 	evPool sync.Pool // *eventState
 	nbi    nbiState
-	ops    opTable // path-(b) RMA operations in flight
-	coll   collEngine
+	ops    opTable    // path-(b) RMA operations in flight
+	vis    visState   // VIS: path-(b) operations, peer-completion arming (vis.go, vis_am.go)
+	coll   collEngine // collectives (coll.go)
 
 	warnedMin atomic.Bool // the deprecated SCRATCH_SIZE_MIN warning was printed
 
@@ -194,6 +195,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 		c.ep.handlers[e.Index].Store(&e)
 	}
 	for _, e := range c.collHandlers() {
+		c.ep.handlers[e.Index].Store(&e)
+	}
+	for _, e := range c.visHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
 	cd.SetDelivery(c.deliver)

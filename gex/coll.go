@@ -85,8 +85,8 @@ type collSlot struct {
 	bflags  uint32
 }
 
-// span is a received byte range not yet forwarded (broadcast).
-type span struct{ off, n int }
+// collSpan is a received byte range not yet forwarded (broadcast).
+type collSpan struct{ off, n int }
 
 // collOp is one collective operation of a team. Fields are guarded by the
 // engine's mu, except that progress() - one goroutine at a time - owns the
@@ -117,7 +117,7 @@ type collOp struct {
 	sent    bool // barrier: this round's message is queued
 	phase   int  // ReduceToAll: 0 reduce up, 1 broadcast down
 	acc     []byte
-	spans   []span
+	spans   []collSpan
 	slots   [maxSlots]collSlot
 	nchild  int // children in the reduction tree
 	forward bool
@@ -310,7 +310,7 @@ func (e *collEngine) recv(src int, a []AMArg, p []byte) {
 		s.id, s.bflags = a[7], uint32(a[8])
 	}
 	if slot == 0 && (kind == kindBcast || kind == kindReduceAll) && len(p) > 0 {
-		op.spans = append(op.spans, span{off, len(p)})
+		op.spans = append(op.spans, collSpan{off, len(p)})
 	}
 	if op.initiated {
 		e.enqueue(op)
@@ -634,7 +634,7 @@ func (op *collOp) advanceReduce(e *collEngine) bool {
 	case op.kind == kindReduceAll:
 		copy(op.dst[:op.nbytes], op.acc)
 		op.slots[0].buf = op.dst[:op.nbytes]
-		op.spans = append(op.spans[:0], span{0, op.nbytes})
+		op.spans = append(op.spans[:0], collSpan{0, op.nbytes})
 		op.phase = 1
 		return op.advanceBcast(e, 0)
 	case op.root == 0:

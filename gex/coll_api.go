@@ -91,7 +91,7 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 		}
 		op.slots[0].buf = dst[:nbytes]
 		if nbytes > 0 {
-			op.spans = append(op.spans[:0], span{0, nbytes})
+			op.spans = append(op.spans[:0], collSpan{0, nbytes})
 		}
 	} else if nbytes == 0 {
 		op.slots[0].arrived = true

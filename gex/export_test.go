@@ -32,3 +32,25 @@ func RawRMA(tm *TM, put bool, rank Rank, raddr uint64, local []byte) error {
 	_, err := tm.c.rmaAM(&rmaSpec{op: "RawRMA", put: put, mode: modeBlocking, rank: rank, local: local}, tm.jobrank(rank), raddr)
 	return err
 }
+
+// VISEncodeRuns encodes (address, length) runs as a VIS run list.
+func VISEncodeRuns(b []byte, runs [][2]uint64) []byte {
+	var prev uint64
+	for _, r := range runs {
+		var tmp [runEntryMax]byte
+		n := putRun(tmp[:], 0, &prev, r[0], int(r[1]))
+		b = append(b, tmp[:n]...)
+	}
+	return b
+}
+
+// VISDecodeRuns runs the target's decoder of a VIS run list against a
+// segment of size bytes at base, writing 0xff over every run it accepts in
+// seg (which a run outside it would make panic).
+func VISDecodeRuns(list []byte, base, size uint64, total int, seg []byte) error {
+	return visDecodeRuns(list, base, size, total, func(off uint64, n int) {
+		for i := range seg[off : off+uint64(n)] {
+			seg[off+uint64(i)] = 0xff
+		}
+	})
+}

@@ -7,6 +7,7 @@
 //	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
 //	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
 //	gexrun -n 2 ./cmd/gexbench atomic  # U64/U32 FADD latency, U64 FADD flood rate
+//	gexrun -n 2 ./cmd/gexbench vis     # vector/indexed/strided put/get bandwidth, 8 B and 512 B chunks
 //	gexrun -n 4 ./cmd/gexbench barrier # BarrierNB over all ranks
 //	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB, 8 B .. 1 MiB
 //	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB, 8 B and 1 MiB
@@ -42,7 +43,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|barrier|bcast|reduce [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|vis|barrier|bcast|reduce [flags]"
 
 const usageHead = synopsis + `
 
@@ -62,6 +63,11 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
           then one NBIWait(ECRMW), per sample; a sync/atomic add for reference.
           Finally rank 0 reads the counters (GEX_OP_GET and GetBlocking) and
           checks they equal the number of FADDs performed
+  vis     VIS bandwidth (GB/s, 10^9 B/s of payload), as GASNet's testvis: one
+          blocking vector, indexed or strided put or get of a 64 KiB payload at
+          50% density (chunks of 8 B or 512 B every 2 chunks, both sides);
+          -samples samples of about 40 ms (or -reps operations) each; the
+          remote chunks are checked after every measurement
   barrier BarrierNB + Wait over all ranks of the job, back to back
   bcast   BroadcastNB + Wait of 8 B, 4 KiB, 64 KiB and 1 MiB over all ranks, the
           root rotating; time per broadcast and GB/s (GB = 10^9 bytes)
@@ -184,7 +190,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 }
 
 // benches are the benchmark names.
-var benches = []string{"put", "get", "flood", "atomic", "barrier", "bcast", "reduce"}
+var benches = []string{"put", "get", "flood", "atomic", "vis", "barrier", "bcast", "reduce"}
 
 // collective reports whether the benchmark runs on every rank.
 func (cfg *config) collective() bool {
@@ -243,6 +249,9 @@ func contains(xs []int, x int) bool {
 // transfer and for a window of transfers, rounded up to a page.
 func (cfg *config) segmentSize() uint64 {
 	n := latencySizes[len(latencySizes)-1] // the put and get checks read this much
+	if cfg.bench == "vis" {
+		n = max(n, visSpan)
+	}
 	if cfg.bench == "flood" {
 		for _, s := range cfg.floodSizes() {
 			n = max(n, span(s, cfg.window))
@@ -393,6 +402,8 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 		res, err = b.flood()
 	case "atomic":
 		res, err = b.atomic(ads)
+	case "vis":
+		res, err = b.vis()
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,557 @@
+package gex
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/gctx"
+)
+
+// Path (b) of VIS: pack/unpack over Medium AMs, for peers whose segment is
+// not mapped here (GASNet-1 VIS proposal, "Implementation": the scattered
+// data is gathered into a few large messages instead of one per chunk).
+//
+//	put:  Medium requests of at most MaxMedium bytes, each
+//	      [data][run list][peer-completion payload]; the run list names the
+//	      remote (addr, len) runs the data fills, in order. The target checks
+//	      every run against its segment before writing any, writes the data,
+//	      runs the peer-completion handler if the message carries one, and
+//	      answers with a Short ack carrying a status.
+//	get:  Medium requests carrying a run list whose data fits one Medium
+//	      reply; the target checks the runs, gathers the bytes straight into a
+//	      reply buffer (Prepare/Commit) and the initiator scatters the reply
+//	      into the local regions from where that request's data starts.
+//
+// A run list is a sequence of (zigzag varint: address minus the end of the
+// previous run, uvarint: length) pairs, so a run of the common patterns costs
+// 2 bytes of header. All messages of an operation are injected back to back
+// (as many in flight as the rings and payload buffers allow). One VIS op of
+// n bytes costs about 2*ceil(n/MaxMedium) AMs, whatever its chunk sizes.
+
+// Library handler indices of VIS (16..23; 6..15 are the collectives').
+const (
+	hVISPut    AMIndex = 16 // Medium request; args: op, gen, data len, run-list len, peer-completion handler
+	hVISGetReq AMIndex = 17 // Medium request; args: op, gen, chunk, data len
+	hVISGetRep AMIndex = 18 // Medium reply; args: op, gen, chunk, status
+	hVISAck    AMIndex = 19 // Short reply; args: op, gen, status
+	hVISPC     AMIndex = 20 // Medium request; args: peer-completion handler (path (a) notification)
+)
+
+// visChunk is where a get request's data lands: the local cursor and the
+// rest of its current run when the request was packed, and the byte count.
+type visChunk struct {
+	cur  visCursor
+	rest []byte
+	n    int
+}
+
+// visOp is a path-(b) VIS operation in flight.
+type visOp struct {
+	gen    uint32
+	target int
+	left   atomic.Int32 // messages not yet answered, plus 1 while initiating
+	ev     *eventState
+	nbiEC  EC
+	region *eventState
+	errMu  sync.Mutex
+	err    error
+
+	mu     sync.Mutex // guards chunks (appended while replies arrive)
+	local  visSide    // get: the destination (strided metadata copied here)
+	chunks []visChunk
+}
+
+// visOpTable holds the VIS operations in flight, named in AM args by (index,
+// generation).
+type visOpTable struct {
+	mu   sync.Mutex
+	ops  []*visOp
+	free []int32
+}
+
+func (t *visOpTable) alloc() (int32, *visOp) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.free); n > 0 {
+		id := t.free[n-1]
+		t.free = t.free[:n-1]
+		return id, t.ops[id]
+	}
+	op := &visOp{}
+	t.ops = append(t.ops, op)
+	return int32(len(t.ops) - 1), op
+}
+
+func (t *visOpTable) release(id int32, op *visOp) {
+	t.mu.Lock()
+	op.gen++
+	op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, 0
+	op.mu.Lock()
+	op.local = visSide{}
+	clear(op.chunks)
+	op.chunks = op.chunks[:0]
+	op.mu.Unlock()
+	t.free = append(t.free, id)
+	t.mu.Unlock()
+}
+
+func (t *visOpTable) lookup(id, gen int32, src int) *visOp {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id < 0 || int(id) >= len(t.ops) {
+		return nil
+	}
+	op := t.ops[id]
+	if op.gen != uint32(gen) || op.target != src || op.left.Load() <= 0 {
+		return nil
+	}
+	return op
+}
+
+// visStart registers an operation to job rank j with one part outstanding:
+// the initiation itself, retired by visPartDone once every message is out.
+func (c *Client) visStart(j int, mode rmaMode, ec EC) (int32, *visOp) {
+	id, op := c.vis.ops.alloc()
+	op.target = j
+	op.left.Store(1)
+	if mode == modeNBI {
+		op.nbiEC = ec
+		op.region = c.nbiStart(ec)
+	} else {
+		op.ev = c.newEvent(1)
+	}
+	return id, op
+}
+
+// visAbandon undoes visStart when the first message could not be injected.
+func (c *Client) visAbandon(name string, id int32, op *visOp, mode rmaMode, err error) (Event, error) {
+	if mode == modeNBI {
+		c.nbiDone(op.nbiEC, op.region, nil)
+	} else {
+		op.ev.pending.Store(0)
+		_ = op.ev.consume()
+	}
+	c.vis.ops.release(id, op)
+	switch {
+	case err != conduit.ErrWouldBlock:
+		return EventInvalid, resourceErr(name, "%v", err)
+	case mode == modeNB:
+		return EventNoOp, ErrNoOp
+	}
+	return EventInvalid, ErrNoOp
+}
+
+// fail records the first failure of op.
+func (op *visOp) fail(err error) {
+	op.errMu.Lock()
+	if op.err == nil {
+		op.err = err
+	}
+	op.errMu.Unlock()
+}
+
+// visPartDone retires one part of op; the last completes the operation.
+func (c *Client) visPartDone(id int32, op *visOp, err error) {
+	if err != nil {
+		op.fail(err)
+	}
+	if op.left.Add(-1) != 0 {
+		return
+	}
+	op.errMu.Lock()
+	ferr := op.err
+	op.errMu.Unlock()
+	ev, ec, region := op.ev, op.nbiEC, op.region
+	c.vis.ops.release(id, op)
+	if ev != nil {
+		ev.done(ferr)
+	} else {
+		c.nbiDone(ec, region, ferr)
+	}
+}
+
+// visFinish retires the initiation part and returns the call's result.
+func (c *Client) visFinish(id int32, op *visOp, mode rmaMode) (Event, error) {
+	ev := op.ev
+	c.visPartDone(id, op, nil)
+	switch mode {
+	case modeBlocking:
+		return EventInvalid, ev.handle().Wait()
+	case modeNB:
+		return ev.handle(), nil
+	}
+	return EventInvalid, nil
+}
+
+// runEntryMax is the most bytes one run-list entry takes.
+const runEntryMax = 2 * binary.MaxVarintLen64
+
+// putRun encodes the run (a, n) at b[at:] (which has room for runEntryMax
+// bytes) and returns the new length.
+func putRun(b []byte, at int, prevEnd *uint64, a uint64, n int) int {
+	at += binary.PutVarint(b[at:], int64(a-*prevEnd))
+	at += binary.PutUvarint(b[at:], uint64(n))
+	*prevEnd = a + uint64(n)
+	return at
+}
+
+var errRunList = errors.New("malformed run list")
+
+// visDecodeRuns is the target's decoder of a run list: it checks that every
+// run lies in the segment [base, base+size) and that the runs add up to
+// exactly total bytes, before calling visit for any (visit gets each run's
+// offset in the segment). Nothing a peer sends makes it panic or visit a run
+// outside the segment.
+func visDecodeRuns(list []byte, base, size uint64, total int, visit func(off uint64, n int)) error {
+	for pass := 0; pass < 2; pass++ {
+		var prevEnd uint64
+		left := uint64(total)
+		for b := list; len(b) > 0; {
+			d, k := binary.Varint(b)
+			if k <= 0 {
+				return errRunList
+			}
+			b = b[k:]
+			n, k := binary.Uvarint(b)
+			if k <= 0 {
+				return errRunList
+			}
+			b = b[k:]
+			a := prevEnd + uint64(d)
+			if n > left {
+				return fmt.Errorf("runs exceed the %d data bytes", total)
+			}
+			if a < base || a-base > size || n > size-(a-base) {
+				return fmt.Errorf("run [%#x, +%d) is not inside this rank's segment [%#x, +%d)", a, n, base, size)
+			}
+			left -= n
+			prevEnd = a + n
+			if pass == 1 && n > 0 {
+				visit(a-base, int(n))
+			}
+		}
+		if left != 0 {
+			return fmt.Errorf("runs cover %d of the %d data bytes", uint64(total)-left, total)
+		}
+	}
+	return nil
+}
+
+// hdrScratch returns a scratch buffer of at least n bytes for a run list.
+func (s *visState) hdrScratch(n int) *[]byte {
+	if p, ok := s.hdr.Get().(*[]byte); ok && cap(*p) >= n {
+		return p
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+// visPutAM runs a validated put on path (b); pc, if not nil, is the armed
+// peer-completion notification it consumed.
+func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
+	lim := c.cd.Limits(j).MaxMedium
+	id, op := c.visStart(j, v.mode, ECPut)
+	gen := int32(op.gen)
+	hp := c.vis.hdrScratch(lim)
+	defer c.vis.hdr.Put(hp)
+	rc, lc := v.remote.cursor(), v.local.cursor()
+	var ra uint64 // current remote run: address and bytes left
+	var rn int
+	var lb []byte // rest of the current local run
+	remaining := v.local.total
+	pcLen, pcSent := 0, pc == nil
+	if pc != nil {
+		pcLen = len(pc.payload)
+	}
+	for first := true; remaining > 0; first = false {
+		var sf conduit.SendFlags
+		if first && v.flags&FlagImmediate != 0 {
+			sf = conduit.Immediate // only the first message: nothing initiated on ErrNoOp
+		}
+		reserve := 0
+		if first {
+			reserve = pcLen
+		}
+		p, err := c.cd.Prepare(j, true, false, min(lim, reserve+runEntryMax+64), lim, sf)
+		if err != nil {
+			if first {
+				return c.visAbandon(v.op, id, op, v.mode, err)
+			}
+			op.fail(resourceErr(v.op, "%v", err)) // nothing more is sent; the op completes with the error
+			break
+		}
+		buf, hdr := p.Buf, (*hp)[:lim]
+		data, hl := 0, 0
+		var prevEnd uint64
+		for remaining > 0 {
+			if rn == 0 {
+				ra, rn, _ = rc.nextRun()
+			}
+			space := len(buf) - reserve - data - hl - runEntryMax
+			if space <= 0 {
+				break
+			}
+			take := min(rn, space)
+			hl = putRun(hdr, hl, &prevEnd, ra, take)
+			for k := take; k > 0; {
+				if len(lb) == 0 {
+					lb = lc.next()
+				}
+				n := copy(buf[data:data+k], lb)
+				lb, data, k = lb[n:], data+n, k-n
+			}
+			ra += uint64(take)
+			rn -= take
+			remaining -= take
+		}
+		copy(buf[data:], hdr[:hl])
+		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5}
+		h.Args[0], h.Args[1], h.Args[2], h.Args[3] = id, gen, int32(data), int32(hl)
+		nbytes := data + hl
+		if pc != nil && first && remaining == 0 {
+			copy(buf[nbytes:], pc.payload)
+			nbytes += pcLen
+			h.Args[4] = int32(pc.handler)
+			pcSent = true
+		}
+		op.left.Add(1)
+		if err := c.cd.Commit(&p, h, nbytes); err != nil {
+			c.visPartDone(id, op, resourceErr(v.op, "%v", err))
+			break
+		}
+	}
+	if !pcSent {
+		// EX VIS, "VIS Put Peer Completion": the handler "is invoked after
+		// the data movement associated with the VIS operation is complete
+		// with respect to the peer process". The data took several messages:
+		// wait for all of them to be acknowledged, then notify.
+		if err := c.blockUntil(v.op, func() bool { return op.left.Load() == 1 }); err != nil {
+			c.visPartDone(id, op, err)
+			return EventInvalid, err
+		}
+		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5}
+		h.Args[0], h.Args[1], h.Args[4] = id, gen, int32(pc.handler)
+		op.left.Add(1)
+		if err := c.cd.Send(j, h, pc.payload, 0); err != nil {
+			c.visPartDone(id, op, resourceErr(v.op, "peer completion: %v", err))
+		}
+	}
+	return c.visFinish(id, op, v.mode)
+}
+
+// visGetAM runs a validated get on path (b).
+func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
+	lim := c.cd.Limits(j).MaxMedium
+	id, op := c.visStart(j, v.mode, ECGet)
+	gen := int32(op.gen)
+	op.local = v.local // strided metadata is copied: consumed before return
+	rc, lc := v.remote.cursor(), op.local.cursor()
+	var ra uint64
+	var rn int
+	var lb []byte
+	remaining := v.local.total
+	for first := true; remaining > 0; first = false {
+		var sf conduit.SendFlags
+		if first && v.flags&FlagImmediate != 0 {
+			sf = conduit.Immediate
+		}
+		p, err := c.cd.Prepare(j, true, false, min(lim, runEntryMax+64), lim, sf)
+		if err != nil {
+			if first {
+				return c.visAbandon(v.op, id, op, v.mode, err)
+			}
+			op.fail(resourceErr(v.op, "%v", err)) // nothing more is sent; the op completes with the error
+			break
+		}
+		buf := p.Buf
+		ch := visChunk{cur: lc, rest: lb}
+		data, hl := 0, 0
+		var prevEnd uint64
+		for remaining > 0 && data < lim && hl+runEntryMax <= len(buf) {
+			if rn == 0 {
+				ra, rn, _ = rc.nextRun()
+			}
+			take := min(rn, lim-data)
+			hl = putRun(buf, hl, &prevEnd, ra, take)
+			for k := take; k > 0; { // advance the local side past the bytes this request fetches
+				if len(lb) == 0 {
+					lb = lc.next()
+				}
+				n := min(k, len(lb))
+				lb, k = lb[n:], k-n
+			}
+			ra += uint64(take)
+			rn -= take
+			remaining -= take
+			data += take
+		}
+		ch.n = data
+		op.mu.Lock()
+		k := len(op.chunks)
+		op.chunks = append(op.chunks, ch)
+		op.mu.Unlock()
+		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISGetReq), NArgs: 4}
+		h.Args[0], h.Args[1], h.Args[2], h.Args[3] = id, gen, int32(k), int32(data)
+		op.left.Add(1)
+		if err := c.cd.Commit(&p, h, hl); err != nil {
+			c.visPartDone(id, op, resourceErr(v.op, "%v", err))
+			break
+		}
+	}
+	return c.visFinish(id, op, v.mode)
+}
+
+// sendPC is path (a)'s peer-completion notification: the data is already in
+// the target's segment (copied before this AM is published), so an AM now
+// runs the handler there.
+func (c *Client) sendPC(op string, j int, pc *visPC) error {
+	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPC), NArgs: 1}
+	h.Args[0] = int32(pc.handler)
+	if err := c.cd.Send(j, h, pc.payload, 0); err != nil {
+		return resourceErr(op, "peer completion notification: %v", err)
+	}
+	return nil
+}
+
+// runPC runs the client's peer-completion handler h at this (target) rank
+// with payload, inside the library request handler that delivered it. EX
+// VIS: h must be registered "with gex_flags == GEX_FLAG_AM_MEDIUM |
+// GEX_FLAG_AM_REPLY and gex_nargs == 0"; anything else is refused here.
+func (c *Client) runPC(src int, h AMIndex, payload []byte) {
+	e := c.ep.handlers[h].Load()
+	if e == nil || e.Flags&FlagAMMedium == 0 || e.Flags&FlagAMReply == 0 || e.NArgs != 0 {
+		c.rejected.Add(1)
+		c.logf("refused a VIS peer completion from rank %d: handler %d is not a registered 0-argument Medium Reply handler", src, h)
+		return
+	}
+	t := &c.vis.tok
+	*t = Token{c: c, src: src, entry: e, g: gctx.ID(), live: true}
+	e.Fn(t, payload, nil)
+	t.live = false
+}
+
+// visHandlers are the library's VIS handlers, installed by ClientInit.
+func (c *Client) visHandlers() []AMEntry {
+	ack := func(t *Token, a []AMArg, status int32) {
+		h := conduit.Header{Cat: conduit.Short, Handler: uint8(hVISAck), NArgs: 3}
+		h.Args[0], h.Args[1], h.Args[2] = a[0], a[1], status
+		c.replyInternal(t, h, nil)
+	}
+	return []AMEntry{
+		{Index: hVISPut, Flags: FlagAMMedium | FlagAMRequest, NArgs: 5, Name: "gex-vis-put", Fn: func(t *Token, p []byte, a []AMArg) {
+			dl, hl := int64(a[2]), int64(a[3])
+			seg := c.ep.seg.Load()
+			if dl < 0 || hl < 0 || dl+hl > int64(len(p)) || seg == nil {
+				c.logf("refused a VIS put from rank %d: malformed message (%d data, %d run-list bytes of %d)", t.src, dl, hl, len(p))
+				ack(t, a, 1)
+				return
+			}
+			data, runs, pcp := p[:dl], p[dl:dl+hl], p[dl+hl:]
+			err := visDecodeRuns(runs, uint64(seg.addr), uint64(len(seg.mem)), int(dl), func(off uint64, n int) {
+				copy(seg.mem[off:off+uint64(n)], data[:n])
+				data = data[n:]
+			})
+			if err != nil {
+				c.logf("refused a VIS put from rank %d: %v", t.src, err)
+				ack(t, a, 1)
+				return
+			}
+			if a[4] != 0 {
+				if a[4] < 0 || a[4] > 255 {
+					c.logf("refused a VIS peer completion from rank %d: handler index %d", t.src, a[4])
+				} else {
+					c.runPC(t.src, AMIndex(a[4]), pcp)
+				}
+			}
+			ack(t, a, 0)
+		}},
+		{Index: hVISAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-vis-ack", Fn: func(t *Token, _ []byte, a []AMArg) {
+			op := c.vis.ops.lookup(a[0], a[1], t.src)
+			if op == nil {
+				c.logf("dropped a VIS acknowledgement from rank %d for an operation not in flight (%d/%d)", t.src, a[0], a[1])
+				return
+			}
+			var err error
+			if a[2] != 0 {
+				err = errRemoteRange
+			}
+			c.visPartDone(a[0], op, err)
+		}},
+		{Index: hVISGetReq, Flags: FlagAMMedium | FlagAMRequest, NArgs: 4, Name: "gex-vis-get", Fn: func(t *Token, p []byte, a []AMArg) {
+			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hVISGetRep), NArgs: 4}
+			h.Args[0], h.Args[1], h.Args[2] = a[0], a[1], a[2]
+			n := int(a[3])
+			seg := c.ep.seg.Load()
+			var err error
+			switch {
+			case seg == nil:
+				err = errors.New("no segment is attached")
+			case n <= 0 || n > c.cd.Limits(t.src).MaxMedium:
+				err = fmt.Errorf("reply of %d bytes", n)
+			default:
+				err = visDecodeRuns(p, uint64(seg.addr), uint64(len(seg.mem)), n, func(uint64, int) {})
+			}
+			if err != nil {
+				c.logf("refused a VIS get from rank %d: %v", t.src, err)
+				h.Args[3] = 1
+				c.replyInternal(t, h, nil)
+				return
+			}
+			pr, perr := c.cd.Prepare(t.src, false, false, n, n, 0)
+			if perr != nil || len(pr.Buf) < n {
+				c.logf("VIS get reply to rank %d: %v", t.src, perr)
+				return
+			}
+			at := 0
+			_ = visDecodeRuns(p, uint64(seg.addr), uint64(len(seg.mem)), n, func(off uint64, k int) {
+				at += copy(pr.Buf[at:], seg.mem[off:off+uint64(k)])
+			})
+			t.replied = true
+			if err := c.cd.Commit(&pr, h, n); err != nil {
+				c.logf("VIS get reply to rank %d failed: %v", t.src, err)
+			}
+		}},
+		{Index: hVISGetRep, Flags: FlagAMMedium | FlagAMReply, NArgs: 4, Name: "gex-vis-get-reply", Fn: func(t *Token, p []byte, a []AMArg) {
+			op := c.vis.ops.lookup(a[0], a[1], t.src)
+			if op == nil {
+				c.logf("dropped VIS get data from rank %d for an operation not in flight (%d/%d)", t.src, a[0], a[1])
+				return
+			}
+			if a[3] != 0 {
+				c.visPartDone(a[0], op, errRemoteRange)
+				return
+			}
+			op.mu.Lock()
+			ok := a[2] >= 0 && int(a[2]) < len(op.chunks)
+			var ch visChunk
+			if ok {
+				ch = op.chunks[a[2]]
+			}
+			op.mu.Unlock()
+			if !ok || ch.n != len(p) {
+				c.visPartDone(a[0], op, fmt.Errorf("rank %d answered VIS get chunk %d with %d bytes", t.src, a[2], len(p)))
+				return
+			}
+			cur, lb := ch.cur, ch.rest
+			for len(p) > 0 {
+				if len(lb) == 0 {
+					lb = cur.next()
+				}
+				n := copy(lb, p)
+				lb, p = lb[n:], p[n:]
+			}
+			c.visPartDone(a[0], op, nil)
+		}},
+		{Index: hVISPC, Flags: FlagAMMedium | FlagAMRequest, NArgs: 1, Name: "gex-vis-peer-completion", Fn: func(t *Token, p []byte, a []AMArg) {
+			if a[0] <= 0 || a[0] > 255 {
+				c.logf("refused a VIS peer completion from rank %d: handler index %d", t.src, a[0])
+				return
+			}
+			c.runPC(t.src, AMIndex(a[0]), p)
+		}},
+	}
+}
