@@ -85,6 +85,11 @@ const (
 	FlagGloballyQuiesced     Flags = 1 << 28 // GEX_FLAG_GLOBALLY_QUIESCED
 	FlagUsesGASNet1          Flags = 1 << 29 // GEX_FLAG_USES_GASNET1
 	FlagDeferThreads         Flags = 1 << 30 // GEX_FLAG_DEFER_THREADS
+	// FlagEnableLeafLC is GEX_FLAG_ENABLE_LEAF_LC (VIS Put NB/NBI only):
+	// local completion of the source payload is exposed as for
+	// lc_opt=EventGroup (NBI) or as a leaf event that EventQueryLeaf(root,
+	// ECLC) returns (NB).
+	FlagEnableLeafLC Flags = 1 << 31
 
 	// Team construction queries (TM Split, Create, Dup): the call returns a
 	// scratch size instead of creating a team.

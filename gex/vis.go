@@ -41,11 +41,6 @@ type Memvec struct {
 	Len  int
 }
 
-// FlagEnableLeafLC is GEX_FLAG_ENABLE_LEAF_LC (VIS Put NB/NBI only): local
-// completion of the source payload is exposed as for lc_opt=EventGroup (NBI)
-// or as a leaf event that EventQueryLeaf(root, ECLC) returns (NB).
-const FlagEnableLeafLC Flags = 1 << 31
-
 // VISMaxPeerCompletion is GEX_VIS_MAX_PEERCOMPLETION, the largest payload of
 // a peer-completion notification ("Guaranteed to be at least 127 bytes").
 const VISMaxPeerCompletion = 256
