@@ -1,6 +1,7 @@
 package gex_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -56,4 +57,53 @@ func Example() {
 	// Output:
 	// rank 0: "hello" (arg 11) from rank 1
 	// rank 1: "hello" (arg 10) from rank 0
+}
+
+// Four ranks split into even and odd teams; each team sums its members' ranks
+// with ReduceToAllNB, and the whole job ends with a barrier.
+func ExampleTM_ReduceToAllNB() {
+	job, err := gex.NewLoopJob(gex.LoopConfig{Size: 4})
+	if err != nil {
+		panic(err)
+	}
+	var lines [4]string
+	job.Run(func(rank int) {
+		c, _, tm, err := job.ClientInit(rank, "EXAMPLE", 0)
+		if err != nil {
+			panic(err)
+		}
+		seg, err := gex.SegmentAttach(tm, 1<<16)
+		if err != nil {
+			panic(err)
+		}
+		// The team's scratch space comes from the bound segment.
+		team, _, err := tm.Split(rank%2, 0, seg.Bytes()[:gex.ScratchSize], 0)
+		if err != nil {
+			panic(err)
+		}
+		src, dst := make([]byte, 8), make([]byte, 8)
+		binary.LittleEndian.PutUint64(src, uint64(rank))
+		ev, err := team.ReduceToAllNB(dst, src, gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+		if err != nil {
+			panic(err)
+		}
+		if err := ev.Wait(); err != nil {
+			panic(err)
+		}
+		lines[rank] = fmt.Sprintf("rank %d: team rank %d of %d, sum %d", rank, team.QueryRank(), team.QuerySize(), binary.LittleEndian.Uint64(dst))
+		if _, err := team.Destroy(0); err != nil {
+			panic(err)
+		}
+		ev, _ = tm.BarrierNB(0)
+		ev.Wait()
+		c.Close()
+	})
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// rank 0: team rank 0 of 2, sum 2
+	// rank 1: team rank 0 of 2, sum 4
+	// rank 2: team rank 1 of 2, sum 2
+	// rank 3: team rank 1 of 2, sum 4
 }
