@@ -83,6 +83,7 @@ type collSlot struct {
 	arrived bool
 	id      int32 // barrier: the sender's id and flags
 	bflags  uint32
+	segOff  int // direct broadcast: the data's offset in the root's segment
 }
 
 // collSpan is a received byte range not yet forwarded (broadcast).
@@ -121,6 +122,7 @@ type collOp struct {
 	slots   [maxSlots]collSlot
 	nchild  int // children in the reduction tree
 	forward bool
+	viaMap  bool // broadcast through the root's mapped segment (root side)
 }
 
 // teamState is a team's collective state, keyed by team id in the engine.
@@ -260,7 +262,17 @@ func (e *collEngine) recv(src int, a []AMArg, p []byte) {
 	id, seq := teamID(a), uint32(a[2])
 	kind, slot := collKind(uint32(a[3])>>8), int(a[3]&0xff)
 	off, total := int(a[4]), int(a[5])
-	if kind == 0 || kind >= kindLast || slot >= maxSlots || off < 0 || total < 0 || off > total || len(p) > total-off {
+	direct := kind == kindBcast && slot == slotDirect
+	if direct {
+		// A direct-broadcast notice: off is an offset in the root's
+		// segment, checked against the mapping when it is used.
+		off = int(uint32(a[4]))
+		if len(p) != 0 || total != 0 {
+			off = -1
+		}
+		total = 0
+	}
+	if kind == 0 || kind >= kindLast || slot >= maxSlots || off < 0 || total < 0 || !direct && (off > total || len(p) > total-off) {
 		e.c.logf("dropped a malformed collective message from rank %d (kind %d, slot %d, bytes [%d,+%d) of %d)", src, kind, slot, off, len(p), total)
 		return
 	}
@@ -303,6 +315,9 @@ func (e *collEngine) recv(src int, a []AMArg, p []byte) {
 		op.fail(badArg("Coll", "%v: rank %d sent %d bytes of %d for a stream of %d bytes (of which %d arrived): arguments are not single-valued", kind, src, len(p), total, s.total, s.got))
 		e.enqueue(op)
 		return
+	}
+	if direct {
+		s.segOff, off = off, 0
 	}
 	copy(s.buf[off:], p)
 	s.got += len(p)
@@ -546,6 +561,12 @@ func binomialTop(v, n int) int {
 func (op *collOp) advanceBcast(e *collEngine, root int) bool {
 	n := op.n
 	v := (op.me - root + n) % n
+	if op.viaMap {
+		return op.advanceDirectRoot(e)
+	}
+	if d := &op.slots[slotDirect]; d.arrived && op.kind == kindBcast {
+		return op.copyDirect(e, d.segOff)
+	}
 	s := &op.slots[0]
 	for _, sp := range op.spans {
 		data := s.buf[sp.off : sp.off+sp.n]
@@ -560,8 +581,81 @@ func (op *collOp) advanceBcast(e *collEngine, root int) bool {
 		return false
 	}
 	if s.pooled && v != 0 {
-		copy(op.dst[:op.nbytes], s.buf)
+		copyMapped(op.dst[:op.nbytes], s.buf)
 	}
+	return true
+}
+
+// The direct broadcast (inside a neighbourhood): when every member's process
+// maps the root's segment and the root's src lies in it, the root sends each
+// member a notice naming the data's offset in its segment; each member copies
+// the bytes straight from the mapping into its dst (one copy, all members at
+// once) and acknowledges, and the root completes when every member has (src
+// must stay valid until then). Messages: 2(N-1), none with payload; depth 1.
+// Used from directMin bytes up, for teams of at most maxSlots-2 members.
+const (
+	slotDirect = 1 // the root's notice
+	slotAck    = 2 // + relative rank - 1: a member's acknowledgement
+	directMin  = 16 << 10
+)
+
+// useDirect reports whether a broadcast of src from this rank (the root)
+// can go through the mapping, and the offset of src in the segment.
+func (op *collOp) useDirect(c *Client, src []byte) (int, bool) {
+	if op.nbytes < directMin || op.n > maxSlots-slotAck+1 {
+		return 0, false
+	}
+	seg := c.ep.seg.Load()
+	if seg == nil {
+		return 0, false
+	}
+	base, p := addrOf(seg.mem), addrOf(src)
+	if p < base || p-base+uintptr(op.nbytes) > uintptr(len(seg.mem)) || p-base > 1<<31-1 {
+		return 0, false
+	}
+	my := c.topo.Nbrhd[c.rank]
+	for r := 0; r < op.n; r++ {
+		if c.topo.Nbrhd[op.ts.tm.jobrank(Rank(r))] != my {
+			return 0, false
+		}
+	}
+	return int(p - base), true
+}
+
+// advanceDirectRoot: the root sends the notices at once and waits for
+// every acknowledgement.
+func (op *collOp) advanceDirectRoot(e *collEngine) bool {
+	n := op.n
+	if !op.sent {
+		op.sent = true
+		for v := 1; v < n; v++ {
+			e.queue(op, (op.root+v)%n, slotDirect, nil, op.slots[slotDirect].segOff, 0)
+		}
+	}
+	for v := 1; v < n; v++ {
+		if !op.slots[slotAck+v-1].arrived {
+			return false
+		}
+	}
+	return true
+}
+
+// copyDirect: a member copies the broadcast from the root's mapped segment
+// and acknowledges.
+func (op *collOp) copyDirect(e *collEngine, off int) bool {
+	if op.sent {
+		return true
+	}
+	op.sent = true
+	rootJob := op.ts.tm.jobrank(Rank(op.root))
+	seg := e.c.cd.Segment(rootJob)
+	if seg.Local == nil || off < 0 || uint64(off) > seg.Size || uint64(op.nbytes) > seg.Size-uint64(off) {
+		op.fail(badArg("BroadcastNB", "rank %d named bytes [%d, +%d) of its segment for a direct broadcast, which this rank cannot read (segment of %d bytes, mapped: %v)", op.root, off, op.nbytes, seg.Size, seg.Local != nil))
+		return true
+	}
+	copyMapped(op.dst[:op.nbytes], seg.Local[off:off+op.nbytes])
+	v := (op.me - op.root + op.n) % op.n
+	e.queue(op, op.root, slotAck+v-1, nil, 0, 0)
 	return true
 }
 
@@ -584,7 +678,7 @@ func (op *collOp) advanceGather(e *collEngine) bool {
 			copy(op.dst[r*op.nbytes:(r+1)*op.nbytes], s.buf[r*op.nbytes:])
 		}
 	}
-	copy(op.dst[:op.nbytes], op.src[:op.nbytes])
+	copyMapped(op.dst[:op.nbytes], op.src[:op.nbytes])
 	return true
 }
 
@@ -632,13 +726,13 @@ func (op *collOp) advanceReduce(e *collEngine) bool {
 	// Rank 0 holds the result.
 	switch {
 	case op.kind == kindReduceAll:
-		copy(op.dst[:op.nbytes], op.acc)
+		copyMapped(op.dst[:op.nbytes], op.acc)
 		op.slots[0].buf = op.dst[:op.nbytes]
 		op.spans = append(op.spans[:0], collSpan{0, op.nbytes})
 		op.phase = 1
 		return op.advanceBcast(e, 0)
 	case op.root == 0:
-		copy(op.dst[:op.nbytes], op.acc)
+		copyMapped(op.dst[:op.nbytes], op.acc)
 	default:
 		if !op.forward {
 			op.forward = true
@@ -677,7 +771,7 @@ func (op *collOp) advanceDoubling(e *collEngine) bool {
 		op.step++
 		op.sent = false
 	}
-	copy(op.dst[:op.nbytes], op.acc)
+	copyMapped(op.dst[:op.nbytes], op.acc)
 	return true
 }
 
@@ -688,7 +782,7 @@ func (op *collOp) awaitResult() bool {
 		return false
 	}
 	if s.pooled {
-		copy(op.dst[:op.nbytes], s.buf)
+		copyMapped(op.dst[:op.nbytes], s.buf)
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package gex_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gexgo/gexgo/gex"
@@ -79,5 +80,32 @@ func TestCollMalformed(t *testing.T) {
 				e.Fatalf("ReduceToAll after malformed messages = %d, want 14", dst[0])
 			}
 		}
+	})
+}
+
+// TestCollDirectBogus: a direct-broadcast notice naming bytes outside the
+// root's segment makes the receiving rank's broadcast fail with an error
+// instead of reading outside the mapping.
+func TestCollDirectBogus(t *testing.T) {
+	conformance(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
+		e.collBarrier(e.tm) // collective #0; the broadcast below is #1
+		if e.rank == 0 {
+			h := gex.RawHeader{Cat: gex.RawMedium, IsReq: true, Handler: uint8(gex.CollIndex), NArgs: 9}
+			h.Args[0], h.Args[2], h.Args[3], h.Args[4] = 1, 1, 2<<8|1, 1<<30
+			e.Check(gex.RawSend(e.c, 1, h, nil), "RawSend")
+		}
+		e.Barrier()
+		dst := make([]byte, 100)
+		ev, err := e.tm.BroadcastNB(0, dst, make([]byte, 100), 100, 0)
+		e.Check(err, "BroadcastNB")
+		err = ev.Wait()
+		switch {
+		case e.rank == 1 && !errors.Is(err, gex.ErrBadArg):
+			e.Fatalf("broadcast after a bogus direct notice: %v, want ErrBadArg", err)
+		case e.rank == 0 && err != nil:
+			e.Fatalf("root's broadcast: %v", err)
+		}
+		e.Barrier()
+		e.collBarrier(e.tm)
 	})
 }

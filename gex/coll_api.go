@@ -87,10 +87,13 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 	op.root, op.dst, op.nbytes = int(root), dst, nbytes
 	if tm.rank == root {
 		if nbytes > 0 && &dst[0] != &src[0] {
-			copy(dst[:nbytes], src[:nbytes])
+			copyMapped(dst[:nbytes], src[:nbytes])
 		}
 		op.slots[0].buf = dst[:nbytes]
-		if nbytes > 0 {
+		if off, ok := op.useDirect(c, src[:nbytes]); ok {
+			op.viaMap = true
+			op.slots[slotDirect].segOff = off
+		} else if nbytes > 0 {
 			op.spans = append(op.spans[:0], collSpan{0, nbytes})
 		}
 	} else if nbytes == 0 {
@@ -183,7 +186,7 @@ func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt
 	o.dt, o.dtSize, o.op, o.fn, o.cdata = dt, dtSize, op, fn, cdata
 	o.nchild = reduceChildren(o.me, o.n)
 	o.acc = e.getBuf(n)
-	copy(o.acc, src[:n])
+	copyMapped(o.acc, src[:n])
 	return e.launch(o)
 }
 

@@ -105,6 +105,38 @@ func TestCollBroadcast(t *testing.T) {
 	}
 }
 
+// TestCollBroadcastSegment: broadcasts whose source lies in the root's
+// segment - through the mapping inside a neighbourhood (from 16 KiB up), and
+// down the AM tree when the segments are not mapped (supernode size 1).
+func TestCollBroadcastSegment(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		for _, sn := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%d/supernode=%d", n, sn), func(t *testing.T) {
+				conformance(t, n, jobOpts{segSize: 2 << 20, supernode: sn}, func(e *rankEnv) {
+					seg := e.seg.Bytes()
+					for k, size := range []int{8, 16 << 10, 64<<10 + 3, 1<<20 + 1} {
+						for root := gex.Rank(0); root < e.size; root++ {
+							want := make([]byte, size)
+							bcastPattern(want, root, k)
+							src := seg[100 : 100+size]
+							if e.rank == root {
+								copy(src, want)
+							}
+							dst := bytes.Repeat([]byte{0xee}, size)
+							ev, err := e.tm.BroadcastNB(root, dst, src, size, 0)
+							e.wait(ev, err, "BroadcastNB")
+							if !bytes.Equal(dst, want) {
+								e.Fatalf("broadcast of %d bytes from root %d's segment: wrong bytes (first difference at %d)", size, root, firstDiff(dst, want))
+							}
+							e.collBarrier(e.tm) // the root rewrites src next round
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
 // reduceCase is one data type with its valid operators.
 type reduceCase struct {
 	dt  gex.DT

@@ -48,7 +48,7 @@ func collPath(c *gex.Client, n int) (long, short string) {
 
 // measureColl runs the barrier, bcast or reduce benchmark on this rank and,
 // on rank 0, prints the results.
-func measureColl(cfg *config, c *gex.Client, tm *gex.TM, stdout io.Writer) error {
+func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdout io.Writer) error {
 	me, n := tm.QueryRank(), int(tm.QuerySize())
 	sizes := []int{8, 4 << 10, 64 << 10, 1 << 20}
 	var cases []collBench
@@ -64,6 +64,12 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, stdout io.Writer) error
 			// The root rotates: one fixed root would finish each broadcast
 			// as soon as its data is sent and run ahead of the others.
 			cases = append(cases, collBench{"BroadcastNB+Wait (root rotating)", size, func(i int) (gex.Event, error) {
+				return tm.BroadcastNB(gex.Rank(i%n), dst, src, size, 0)
+			}})
+		}
+		for _, size := range sizes[2:] {
+			src, dst := seg.Bytes()[:size], make([]byte, size)
+			cases = append(cases, collBench{"BroadcastNB+Wait (src in segment)", size, func(i int) (gex.Event, error) {
 				return tm.BroadcastNB(gex.Rank(i%n), dst, src, size, 0)
 			}})
 		}

@@ -70,7 +70,9 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
           remote chunks are checked after every measurement
   barrier BarrierNB + Wait over all ranks of the job, back to back
   bcast   BroadcastNB + Wait of 8 B, 4 KiB, 64 KiB and 1 MiB over all ranks, the
-          root rotating; time per broadcast and GB/s (GB = 10^9 bytes)
+          root rotating; time per broadcast and GB/s (GB = 10^9 bytes); from 64 KiB
+          also with the source in the root's segment (copied by the members through
+          the mapping when they share the root's neighbourhood)
   reduce  ReduceToAllNB + Wait and ReduceToOneNB + Wait (root rotating) of 8 B and
           1 MiB (U64 GEX_OP_ADD) over all ranks
           The collectives run on every rank; rank 0 prints its timings. -iters sets
@@ -252,6 +254,9 @@ func (cfg *config) segmentSize() uint64 {
 	if cfg.bench == "vis" {
 		n = max(n, visSpan)
 	}
+	if cfg.bench == "bcast" {
+		n = max(n, 1<<20) // broadcasts from the root's segment
+	}
 	if cfg.bench == "flood" {
 		for _, s := range cfg.floodSizes() {
 			n = max(n, span(s, cfg.window))
@@ -350,7 +355,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var benchErr error
 	switch {
 	case cfg.collective():
-		benchErr = measureColl(&cfg, c, tm, stdout)
+		benchErr = measureColl(&cfg, c, tm, seg, stdout)
 	case me == 0:
 		benchErr = measure(&cfg, c, tm, seg, ads, stdout)
 	}
