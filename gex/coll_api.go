@@ -17,22 +17,11 @@ const maxCollBytes = math.MaxInt32
 
 // collTM validates tm for a Coll call and returns its client.
 func collTM(op string, tm *TM) (*Client, error) {
-	if tm == nil {
-		return nil, badArg(op, "tm is nil")
+	c, err := teamTM(op, tm)
+	if err == nil && tm.noScratch {
+		err = c.report(badArg(op, "tm was created with GEX_FLAG_TM_NO_SCRATCH: collectives over it are prohibited"))
 	}
-	c := tm.c
-	if err := c.checkRestricted(op); err != nil {
-		return nil, err
-	}
-	switch {
-	case tm.pair:
-		return nil, c.report(badArg(op, "tm is a TM-pair (TMPair), which is not valid for collectives"))
-	case tm.destroyed.Load():
-		return nil, c.report(badArg(op, "tm was destroyed"))
-	case tm.noScratch:
-		return nil, c.report(badArg(op, "tm was created with GEX_FLAG_TM_NO_SCRATCH: collectives over it are prohibited"))
-	}
-	return c, nil
+	return c, err
 }
 
 // BarrierNB implements gex_Coll_BarrierNB: a split-phase barrier over tm. The

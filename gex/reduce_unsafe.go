@@ -40,7 +40,9 @@ type integer interface {
 	~int32 | ~uint32 | ~int64 | ~uint64
 }
 
-func reduceInt[T integer](op OP, x, y []T) {
+// reduceArith applies the operators every built-in type has; it reports
+// whether op was one of them.
+func reduceArith[T integer | float32 | float64](op OP, x, y []T) bool {
 	y = y[:len(x)]
 	switch op {
 	case OPAdd:
@@ -59,6 +61,19 @@ func reduceInt[T integer](op OP, x, y []T) {
 		for i := range x {
 			y[i] = max(x[i], y[i])
 		}
+	default:
+		return false
+	}
+	return true
+}
+
+// reduceInt adds the bit-wise operators.
+func reduceInt[T integer](op OP, x, y []T) {
+	if reduceArith(op, x, y) {
+		return
+	}
+	y = y[:len(x)]
+	switch op {
 	case OPAnd:
 		for i := range x {
 			y[i] &= x[i]
@@ -76,25 +91,5 @@ func reduceInt[T integer](op OP, x, y []T) {
 
 // reduceFloat: MIN and MAX are Go's min and max (a NaN operand gives NaN;
 // min(-0, +0) is -0), which the spec's "Limitations for Built-in Data Types"
-// permits.
-func reduceFloat[T float32 | float64](op OP, x, y []T) {
-	y = y[:len(x)]
-	switch op {
-	case OPAdd:
-		for i := range x {
-			y[i] = x[i] + y[i]
-		}
-	case OPMult:
-		for i := range x {
-			y[i] = x[i] * y[i]
-		}
-	case OPMin:
-		for i := range x {
-			y[i] = min(x[i], y[i])
-		}
-	case OPMax:
-		for i := range x {
-			y[i] = max(x[i], y[i])
-		}
-	}
-}
+// permits. ADD and MULT are commutative in IEEE arithmetic, so y+x is x+y.
+func reduceFloat[T float32 | float64](op OP, x, y []T) { reduceArith(op, x, y) }

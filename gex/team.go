@@ -60,7 +60,8 @@ func deriveID(parent uint64, seq uint32, tag byte, extra []Rank, color int64) ui
 	return id
 }
 
-// teamTM validates tm for a gex_TM_ call.
+// teamTM validates tm for a gex_TM_ or gex_Coll_ call: not a TM-pair, not
+// destroyed, not in restricted context.
 func teamTM(op string, tm *TM) (*Client, error) {
 	if tm == nil {
 		return nil, badArg(op, "tm is nil")
@@ -71,7 +72,7 @@ func teamTM(op string, tm *TM) (*Client, error) {
 	}
 	switch {
 	case tm.pair:
-		return nil, c.report(badArg(op, "tm is a TM-pair (TMPair), which is not valid for team operations"))
+		return nil, c.report(badArg(op, "tm is a TM-pair (TMPair), which is not valid for team operations or collectives"))
 	case tm.destroyed.Load():
 		return nil, c.report(badArg(op, "tm was destroyed"))
 	}

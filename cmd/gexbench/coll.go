@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 
 	"github.com/gexgo/gexgo/gex"
 )
@@ -90,16 +88,12 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 		}
 	}
 
-	if cfg.cpuprofile != "" && me == 0 {
-		f, err := os.Create(cfg.cpuprofile)
+	if me == 0 {
+		stop, err := cfg.startProfile()
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	long, short := collPath(c, n)
 	res := &results{}

@@ -191,6 +191,22 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	return cfg, nil
 }
 
+// startProfile starts the -cpuprofile profile, if asked for; stop ends it.
+func (cfg *config) startProfile() (stop func(), err error) {
+	if cfg.cpuprofile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(cfg.cpuprofile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // benches are the benchmark names.
 var benches = []string{"put", "get", "flood", "atomic", "vis", "barrier", "bcast", "reduce"}
 
@@ -388,17 +404,11 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 			cfg.iters = 100000
 		}
 	}
-	if cfg.cpuprofile != "" {
-		f, err := os.Create(cfg.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cfg.startProfile()
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var res *results
 	switch cfg.bench {
 	case "put", "get":
