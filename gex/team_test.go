@@ -628,10 +628,7 @@ func TestTeamErrors(t *testing.T) {
 // teams, goroutines or memory behind.
 func TestTeamResplitLoop(t *testing.T) {
 	conformance(t, 4, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
-		rounds := 1000
-		if raceEnabled {
-			rounds = 200
-		}
+		const rounds = 1000
 		seg := e.seg.Bytes()
 		teams0 := gex.CollTeams(e.c)
 		var ms runtime.MemStats
