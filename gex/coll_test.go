@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gexgo/gexgo/gex"
@@ -314,6 +315,36 @@ func TestCollReduce(t *testing.T) {
 							}
 						}
 					}
+				}
+			})
+		})
+	}
+}
+
+// TestCollProgressModes: collectives complete whichever goroutine makes
+// progress - the receive goroutine while the caller tests its event, or a
+// caller sleeping in the blocking wait mode.
+func TestCollProgressModes(t *testing.T) {
+	for _, o := range []jobOpts{{rcv: true, waitMode: gex.WaitSpin}, {waitMode: gex.WaitBlock}} {
+		t.Run(fmt.Sprintf("rcv=%v/wait=%v", o.rcv, o.waitMode), func(t *testing.T) {
+			conformance(t, 3, o, func(e *rankEnv) {
+				for i := 0; i < 200; i++ {
+					dst := make([]byte, 8)
+					ev, err := e.tm.ReduceToAllNB(dst, u64s(uint64(i)), gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+					e.Check(err, "ReduceToAllNB")
+					if o.rcv {
+						// Test never polls: the receive goroutine must
+						// make the progress.
+						for ev.Test() != nil {
+							runtime.Gosched()
+						}
+					} else {
+						e.Check(ev.Wait(), "Wait")
+					}
+					if got := binary.LittleEndian.Uint64(dst); got != 3*uint64(i) {
+						e.Fatalf("round %d: sum %d, want %d", i, got, 3*i)
+					}
+					e.collBarrier(e.tm)
 				}
 			})
 		})
