@@ -1,0 +1,51 @@
+package gex_test
+
+import (
+	"testing"
+
+	"github.com/gexgo/gexgo/gex"
+)
+
+// BenchmarkVIS8: the CPU cost of the mapped path (a put or get to self
+// through the mapping) at gexbench vis's shape: 64 KiB of 8-byte chunks at
+// 50% density on both sides. Loop conduit only.
+func BenchmarkVIS8(b *testing.B) {
+	const chunk, payload = 8, 64 << 10
+	_, _, tm := selfClient(b)
+	seg, err := gex.SegmentAttach(tm, 2*payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := seg.QueryAddr()
+	n := payload / chunk
+	local := make([]byte, 2*payload)
+	vecR, vecL, addrs := make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
+	for i := range n {
+		off := 2 * chunk * i
+		vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
+		addrs[i] = base + gex.Addr(off)
+		vecL[i] = local[off : off+chunk]
+	}
+	str, count := []int{2 * chunk}, []int{n}
+	for _, bc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"VectorPut", func() error { return tm.VectorPutBlocking(0, vecR, vecL, 0) }},
+		{"VectorGet", func() error { return tm.VectorGetBlocking(vecL, 0, vecR, 0) }},
+		{"IndexedPut", func() error { return tm.IndexedPutBlocking(0, addrs, chunk, vecL, chunk, 0) }},
+		{"IndexedGet", func() error { return tm.IndexedGetBlocking(vecL, chunk, 0, addrs, chunk, 0) }},
+		{"StridedPut", func() error { return tm.StridedPutBlocking(0, base, str, local, 0, str, chunk, count, 0) }},
+		{"StridedGet", func() error { return tm.StridedGetBlocking(local, 0, str, 0, base, str, chunk, count, 0) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(payload)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
