@@ -98,6 +98,7 @@ type visSide struct {
 	ext    span
 	asc    bool
 	paired bool // local vector: entry i has the length of remote entry i (at most copyChunk)
+	maxLen int  // local vector: the longest entry
 }
 
 // visCursor walks a side's runs.
@@ -681,7 +682,7 @@ func (v *visCall) checkSides(owner, size uint64) error {
 			}
 		}
 		l.total, l.ext, l.asc = total, ext, asc
-		l.paired = paired && maxLen <= copyChunk
+		l.paired, l.maxLen = paired && maxLen <= copyChunk, maxLen
 	default:
 		if l.ilen < 0 {
 			return badArg(v.op, "%slen %d is negative", ln, l.ilen)
