@@ -490,7 +490,11 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 			if data+hl+n > room {
 				break
 			}
-			hl = enc.add(hdr, hl, v.remote.pairRemote(pi), n)
+			if ra := v.remote.pairRemote(pi); enc.r > 0 && uint64(n) == enc.n && ra-enc.prevEnd == uint64(enc.d) {
+				enc.r, enc.prevEnd = enc.r+1, ra+uint64(n) // runEnc.add, extending the pending entry
+			} else {
+				hl = enc.add(hdr, hl, ra, n)
+			}
 			copyRun(buf[data:data+n], lr)
 			data += n
 		}
@@ -593,7 +597,11 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 			if data+n > lim {
 				break
 			}
-			hl = enc.add(buf, hl, v.remote.pairRemote(pi), n)
+			if ra := v.remote.pairRemote(pi); enc.r > 0 && uint64(n) == enc.n && ra-enc.prevEnd == uint64(enc.d) {
+				enc.r, enc.prevEnd = enc.r+1, ra+uint64(n) // runEnc.add, extending the pending entry
+			} else {
+				hl = enc.add(buf, hl, ra, n)
+			}
 			data += n
 		}
 		if np > 0 {
