@@ -603,8 +603,8 @@ func (v *visCall) checkSides(owner, size uint64) error {
 			return badArg(v.op, "%saddr's strided extent overflows", rn)
 		}
 		a := uint64(r.base) + r.adj
-		if err := inSeg(rn+"addr's strided extent", -1, a+uint64(lo), uint64(hi-lo)); err != nil {
-			return err
+		if outside(a+uint64(lo), uint64(hi-lo)) { // the name is built only on failure: no allocation
+			return inSeg(rn+"addr's strided extent", -1, a+uint64(lo), uint64(hi-lo))
 		}
 		lo, hi, ok = l.st.extent()
 		if !ok || int64(v.loff)+lo < 0 || int64(v.loff)+hi > int64(len(l.buf)) {
