@@ -596,6 +596,9 @@ func (v *visCall) checkSides(owner, size uint64) error {
 		}
 		return nil
 	}
+	if r.kind == visVector && l.kind == visVector && len(r.vecs) == len(l.bufs) {
+		return v.checkVectors(owner, size) // the common shape: both lists in one pass
+	}
 	switch r.kind {
 	case visStrided:
 		lo, hi, ok := r.st.extent()
@@ -705,6 +708,67 @@ func (v *visCall) checkSides(owner, size uint64) error {
 	}
 	if l.total != r.total {
 		return badArg(v.op, "the source and destination lists describe different totals (%s %d bytes, %s %d bytes)", ln, l.total, rn, r.total)
+	}
+	return nil
+}
+
+// checkVectors is checkSides for two vector lists of the same length, in
+// one pass over both (the same checks, in the same order per entry).
+func (v *visCall) checkVectors(owner, size uint64) error {
+	l, r := &v.local, &v.remote
+	vecs, bufs, adj := r.vecs, l.bufs[:len(r.vecs)], r.adj
+	rt, lt, maxLen := 0, 0, 0
+	rext, lext := span{lo: math.MaxUint64}, span{lo: math.MaxUint64}
+	var rprev, lprev uint64
+	rasc, lasc, paired := true, true, true
+	for i, m := range vecs {
+		b := bufs[i]
+		if m.Len != len(b) {
+			paired = false
+		}
+		if m.Len > 0 {
+			a := uint64(m.Addr) + adj
+			if m.Len > math.MaxInt/2-rt {
+				return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", v.remoteName(), i, m.Len)
+			}
+			if a < owner || a-owner > size || uint64(m.Len) > size-(a-owner) {
+				return badArg(v.op, "%slist[%d] [%#x, +%d) is outside rank %d's segment [%#x, +%d)", v.remoteName(), i, a, m.Len, v.rank, owner, size)
+			}
+			rt += m.Len
+			if a < rprev {
+				rasc = false
+			}
+			rprev = a + uint64(m.Len)
+			if a < rext.lo { // predictable branches: ascending lists take this one once...
+				rext.lo = a
+			}
+			if rprev > rext.hi { // ...or always this one
+				rext.hi = rprev
+			}
+		} else if m.Len < 0 {
+			return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", v.remoteName(), i, m.Len)
+		}
+		if len(b) > 0 {
+			p := uint64(addrOf(b))
+			if p < lprev {
+				lasc = false
+			}
+			lprev = p + uint64(len(b))
+			if p < lext.lo {
+				lext.lo = p
+			}
+			if lprev > lext.hi {
+				lext.hi = lprev
+			}
+			lt += len(b)
+			maxLen = max(maxLen, len(b))
+		}
+	}
+	r.total, r.ext, r.asc = rt, rext, rasc
+	l.total, l.ext, l.asc = lt, lext, lasc
+	l.paired, l.maxLen = paired && maxLen <= copyChunk, maxLen
+	if lt != rt {
+		return badArg(v.op, "the source and destination lists describe different totals (%s %d bytes, %s %d bytes)", v.localName(), lt, v.remoteName(), rt)
 	}
 	return nil
 }
