@@ -90,6 +90,15 @@ type visSide struct {
 	owner  uint64 // remote, path (a): owner address of mapped[0]
 	mapped []byte // remote, path (a): the target's segment mapped here
 	total  int    // bytes
+	// vector/indexed, set by checkSides in its one pass over the entries:
+	// the smallest range holding every non-empty run (owner addresses plus
+	// adj for a remote side, this process's addresses for a local one), and
+	// whether the runs come in ascending order without overlapping (then
+	// they are pairwise disjoint without a sort).
+	ext    span
+	asc    bool
+	paired bool // local vector: entry i has the length of remote entry i (at most copyChunk)
+	maxLen int  // local vector: the longest entry
 }
 
 // visCursor walks a side's runs.
@@ -225,67 +234,129 @@ func visCopy(dst, src *visCursor) {
 	}
 }
 
+// copyRun copies the run src to dst (same length). The chunk sizes of
+// fine-grained VIS (8 and 16 bytes, and 4) are fixed-size array assignments,
+// a move or two instead of a memmove call; other sizes take copy().
+func copyRun(dst, src []byte) {
+	switch len(src) {
+	case 8:
+		*(*[8]byte)(dst) = *(*[8]byte)(src)
+	case 16:
+		*(*[16]byte)(dst) = *(*[16]byte)(src)
+	case 4:
+		*(*[4]byte)(dst) = *(*[4]byte)(src)
+	default:
+		copy(dst, src)
+	}
+}
+
 // visCopySame is path (a) for the common case of both sides having the same
 // run structure (same strided shape after normalisation, or vector/indexed
 // lists whose entries pair up one to one): one loop over the pairs, without
 // cursors. It reports whether it applied.
 func visCopySame(put bool, l, r *visSide) bool {
-	cp := func(rem, loc []byte) {
-		if put {
-			copy(rem, loc)
-		} else {
-			copy(loc, rem)
-		}
-	}
 	switch {
 	case l.kind == visStrided:
 		if l.st.runLen != r.st.runLen || l.st.nlev != r.st.nlev || l.st.cnt != r.st.cnt || l.st.runLen > copyChunk {
 			return false
 		}
-		st, n := &r.st, int64(r.st.runLen)
 		lo, ro := l.base, int64(uint64(r.base)+r.adj-r.owner)
-		var idx [visMaxLevels]int
-		for {
-			cp(r.mapped[ro:ro+n], l.buf[lo:lo+n])
-			k := 0
-			for ; k < st.nlev; k++ {
-				idx[k]++
-				lo += int64(l.st.str[k])
-				ro += int64(st.str[k])
-				if idx[k] < st.cnt[k] {
-					break
+		if put {
+			stridedCopy(r.mapped, ro, &r.st, l.buf, lo, &l.st)
+		} else {
+			stridedCopy(l.buf, lo, &l.st, r.mapped, ro, &r.st)
+		}
+		return true
+	case l.kind == visVector && l.paired: // checkSides paired the lists
+		base, m := r.adj-r.owner, r.mapped
+		vecs := r.vecs[:len(l.bufs)]
+		if put {
+			for i, b := range l.bufs {
+				if len(b) > 0 {
+					o := uint64(vecs[i].Addr) + base
+					copyRun(m[o:o+uint64(len(b))], b)
 				}
-				lo -= int64(l.st.str[k]) * int64(st.cnt[k])
-				ro -= int64(st.str[k]) * int64(st.cnt[k])
-				idx[k] = 0
 			}
-			if k == st.nlev {
-				return true
-			}
-		}
-	case l.kind == visVector && r.kind == visVector && len(l.bufs) == len(r.vecs):
-		for i, b := range l.bufs {
-			if len(b) != r.vecs[i].Len || len(b) > copyChunk {
-				return false
-			}
-		}
-		base := r.adj - r.owner
-		for i, b := range l.bufs {
-			if len(b) > 0 {
-				o := uint64(r.vecs[i].Addr) + base
-				cp(r.mapped[o:o+uint64(len(b))], b)
+		} else {
+			for i, b := range l.bufs {
+				if len(b) > 0 {
+					o := uint64(vecs[i].Addr) + base
+					copyRun(b, m[o:o+uint64(len(b))])
+				}
 			}
 		}
 		return true
 	case l.kind == visIndexed && r.kind == visIndexed && l.ilen == r.ilen && len(l.bufs) == len(r.addrs) && l.ilen <= copyChunk:
-		n, base := uint64(l.ilen), r.adj-r.owner
-		for i, b := range l.bufs {
-			o := uint64(r.addrs[i]) + base
-			cp(r.mapped[o:o+n], b[:n])
+		n, base, m := uint64(l.ilen), r.adj-r.owner, r.mapped
+		addrs := r.addrs[:len(l.bufs)]
+		switch {
+		case n == 8 && put:
+			for i, b := range l.bufs {
+				o := uint64(addrs[i]) + base
+				*(*[8]byte)(m[o : o+8]) = *(*[8]byte)(b)
+			}
+		case n == 8:
+			for i, b := range l.bufs {
+				o := uint64(addrs[i]) + base
+				*(*[8]byte)(b) = *(*[8]byte)(m[o : o+8])
+			}
+		case put:
+			for i, b := range l.bufs {
+				o := uint64(addrs[i]) + base
+				copyRun(m[o:o+n], b[:n])
+			}
+		default:
+			for i, b := range l.bufs {
+				o := uint64(addrs[i]) + base
+				copyRun(b[:n], m[o:o+n])
+			}
 		}
 		return true
 	}
 	return false
+}
+
+// stridedCopy copies the runs of the strided pattern ss at src[so:] to those
+// of ds at dst[do:] (same run length and counts, checked in bounds): level 0
+// is a tight inner loop, the higher levels an odometer.
+func stridedCopy(dst []byte, do int64, ds *strideShape, src []byte, so int64, ss *strideShape) {
+	n := int64(ss.runLen)
+	if ss.nlev == 0 {
+		copy(dst[do:do+n], src[so:so+n])
+		return
+	}
+	c0, dstr, sstr := ss.cnt[0], int64(ds.str[0]), int64(ss.str[0])
+	var idx [visMaxLevels]int
+	for {
+		d, s := do, so
+		switch n {
+		case 8:
+			for i := 0; i < c0; i++ {
+				*(*[8]byte)(dst[d : d+8]) = *(*[8]byte)(src[s : s+8])
+				d, s = d+dstr, s+sstr
+			}
+		default:
+			for i := 0; i < c0; i++ {
+				copyRun(dst[d:d+n], src[s:s+n])
+				d, s = d+dstr, s+sstr
+			}
+		}
+		k := 1
+		for ; k < ss.nlev; k++ {
+			idx[k]++
+			do += int64(ds.str[k])
+			so += int64(ss.str[k])
+			if idx[k] < ss.cnt[k] {
+				break
+			}
+			do -= int64(ds.str[k]) * int64(ss.cnt[k])
+			so -= int64(ss.str[k]) * int64(ss.cnt[k])
+			idx[k] = 0
+		}
+		if k >= ss.nlev {
+			return
+		}
+	}
 }
 
 // visCall is one VIS call as the caller described it.
@@ -514,6 +585,7 @@ func (st *strideShape) extent() (lo, hi int64, ok bool) {
 func (v *visCall) checkSides(owner, size uint64) error {
 	l, r := &v.local, &v.remote
 	ln, rn := v.localName(), v.remoteName()
+	adj := r.adj
 	outside := func(a, n uint64) bool { return a < owner || a-owner > size || n > size-(a-owner) }
 	inSeg := func(what string, i int, a uint64, n uint64) error {
 		if outside(a, n) {
@@ -524,6 +596,9 @@ func (v *visCall) checkSides(owner, size uint64) error {
 		}
 		return nil
 	}
+	if r.kind == visVector && l.kind == visVector && len(r.vecs) == len(l.bufs) {
+		return v.checkVectors(owner, size) // the common shape: both lists in one pass
+	}
 	switch r.kind {
 	case visStrided:
 		lo, hi, ok := r.st.extent()
@@ -531,8 +606,8 @@ func (v *visCall) checkSides(owner, size uint64) error {
 			return badArg(v.op, "%saddr's strided extent overflows", rn)
 		}
 		a := uint64(r.base) + r.adj
-		if err := inSeg(rn+"addr's strided extent", -1, a+uint64(lo), uint64(hi-lo)); err != nil {
-			return err
+		if outside(a+uint64(lo), uint64(hi-lo)) { // the name is built only on failure: no allocation
+			return inSeg(rn+"addr's strided extent", -1, a+uint64(lo), uint64(hi-lo))
 		}
 		lo, hi, ok = l.st.extent()
 		if !ok || int64(v.loff)+lo < 0 || int64(v.loff)+hi > int64(len(l.buf)) {
@@ -540,50 +615,160 @@ func (v *visCall) checkSides(owner, size uint64) error {
 		}
 		return nil
 	case visVector:
+		// One pass: lengths, totals, bounds, order and extent.
 		total := 0
+		ext, prevEnd, asc := span{lo: math.MaxUint64}, uint64(0), true
 		for i, m := range r.vecs {
-			if m.Len < 0 || m.Len > math.MaxInt/2-total {
+			if m.Len <= 0 {
+				if m.Len < 0 {
+					return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", rn, i, m.Len)
+				}
+				continue
+			}
+			a := uint64(m.Addr) + adj
+			if m.Len > math.MaxInt/2-total {
 				return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", rn, i, m.Len)
 			}
-			if m.Len > 0 && outside(uint64(m.Addr)+r.adj, uint64(m.Len)) {
-				return inSeg(rn+"list", i, uint64(m.Addr)+r.adj, uint64(m.Len))
+			if outside(a, uint64(m.Len)) {
+				return inSeg(rn+"list", i, a, uint64(m.Len))
 			}
 			total += m.Len
+			if a < prevEnd {
+				asc = false
+			}
+			prevEnd = a + uint64(m.Len)
+			ext.lo, ext.hi = min(ext.lo, a), max(ext.hi, prevEnd)
 		}
-		r.total = total
+		r.total, r.ext, r.asc = total, ext, asc
 	default:
 		if r.ilen < 0 || r.ilen > 0 && len(r.addrs) > math.MaxInt/2/r.ilen {
 			return badArg(v.op, "%slen %d is negative or %scount*%slen overflows", rn, r.ilen, rn, rn)
 		}
-		if r.ilen > 0 {
+		ext, prevEnd, asc := span{lo: math.MaxUint64}, uint64(0), true
+		if n := uint64(r.ilen); n > 0 {
 			for i, a := range r.addrs {
-				if outside(uint64(a)+r.adj, uint64(r.ilen)) {
-					return inSeg(rn+"list", i, uint64(a)+r.adj, uint64(r.ilen))
+				a := uint64(a) + adj
+				if outside(a, n) {
+					return inSeg(rn+"list", i, a, n)
 				}
+				if a < prevEnd {
+					asc = false
+				}
+				prevEnd = a + n
+				ext.lo, ext.hi = min(ext.lo, a), max(ext.hi, prevEnd)
 			}
 		}
-		r.total = r.ilen * len(r.addrs)
+		r.total, r.ext, r.asc = r.ilen*len(r.addrs), ext, asc
 	}
+	ext, prevEnd, asc := span{lo: math.MaxUint64}, uint64(0), true
 	switch l.kind {
 	case visVector:
-		total := 0
-		for _, b := range l.bufs {
-			total += len(b)
+		total, maxLen := 0, 0
+		var vecs []Memvec // the remote entries, when the lists may pair up one to one
+		if r.kind == visVector && len(r.vecs) == len(l.bufs) {
+			vecs = r.vecs
 		}
-		l.total = total
+		paired := vecs != nil
+		for i, b := range l.bufs {
+			if paired && vecs[i].Len != len(b) {
+				paired = false
+			}
+			if len(b) > 0 {
+				p := uint64(addrOf(b))
+				if p < prevEnd {
+					asc = false
+				}
+				prevEnd = p + uint64(len(b))
+				ext.lo, ext.hi = min(ext.lo, p), max(ext.hi, prevEnd)
+				total += len(b)
+				maxLen = max(maxLen, len(b))
+			}
+		}
+		l.total, l.ext, l.asc = total, ext, asc
+		l.paired, l.maxLen = paired && maxLen <= copyChunk, maxLen
 	default:
 		if l.ilen < 0 {
 			return badArg(v.op, "%slen %d is negative", ln, l.ilen)
 		}
+		n := uint64(l.ilen)
 		for i, b := range l.bufs {
 			if len(b) < l.ilen {
 				return badArg(v.op, "%slist[%d] has %d bytes, fewer than %slen %d", ln, i, len(b), ln, l.ilen)
 			}
+			if n > 0 {
+				p := uint64(addrOf(b))
+				if p < prevEnd {
+					asc = false
+				}
+				prevEnd = p + n
+				ext.lo, ext.hi = min(ext.lo, p), max(ext.hi, prevEnd)
+			}
 		}
-		l.total = l.ilen * len(l.bufs)
+		l.total, l.ext, l.asc = l.ilen*len(l.bufs), ext, asc
 	}
 	if l.total != r.total {
 		return badArg(v.op, "the source and destination lists describe different totals (%s %d bytes, %s %d bytes)", ln, l.total, rn, r.total)
+	}
+	return nil
+}
+
+// checkVectors is checkSides for two vector lists of the same length, in
+// one pass over both (the same checks, in the same order per entry).
+func (v *visCall) checkVectors(owner, size uint64) error {
+	l, r := &v.local, &v.remote
+	vecs, bufs, adj := r.vecs, l.bufs[:len(r.vecs)], r.adj
+	rt, lt, maxLen := 0, 0, 0
+	rext, lext := span{lo: math.MaxUint64}, span{lo: math.MaxUint64}
+	var rprev, lprev uint64
+	rasc, lasc, paired := true, true, true
+	for i, m := range vecs {
+		b := bufs[i]
+		if m.Len != len(b) {
+			paired = false
+		}
+		if m.Len > 0 {
+			a := uint64(m.Addr) + adj
+			if m.Len > math.MaxInt/2-rt {
+				return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", v.remoteName(), i, m.Len)
+			}
+			if a < owner || a-owner > size || uint64(m.Len) > size-(a-owner) {
+				return badArg(v.op, "%slist[%d] [%#x, +%d) is outside rank %d's segment [%#x, +%d)", v.remoteName(), i, a, m.Len, v.rank, owner, size)
+			}
+			rt += m.Len
+			if a < rprev {
+				rasc = false
+			}
+			rprev = a + uint64(m.Len)
+			if a < rext.lo { // predictable branches: ascending lists take this one once...
+				rext.lo = a
+			}
+			if rprev > rext.hi { // ...or always this one
+				rext.hi = rprev
+			}
+		} else if m.Len < 0 {
+			return badArg(v.op, "%slist[%d].Len %d is negative or the total overflows", v.remoteName(), i, m.Len)
+		}
+		if len(b) > 0 {
+			p := uint64(addrOf(b))
+			if p < lprev {
+				lasc = false
+			}
+			lprev = p + uint64(len(b))
+			if p < lext.lo {
+				lext.lo = p
+			}
+			if lprev > lext.hi {
+				lext.hi = lprev
+			}
+			lt += len(b)
+			maxLen = max(maxLen, len(b))
+		}
+	}
+	r.total, r.ext, r.asc = rt, rext, rasc
+	l.total, l.ext, l.asc = lt, lext, lasc
+	l.paired, l.maxLen = paired && maxLen <= copyChunk, maxLen
+	if lt != rt {
+		return badArg(v.op, "the source and destination lists describe different totals (%s %d bytes, %s %d bytes)", v.localName(), lt, v.remoteName(), rt)
 	}
 	return nil
 }
@@ -636,8 +821,8 @@ func checkDisjoint(op string, d *visSide) error {
 	if !d.remote {
 		what = "dst (local)"
 	}
-	if d.kind == visStrided && stridedDisjoint(&d.st) {
-		return nil
+	if d.kind == visStrided && stridedDisjoint(&d.st) || d.kind != visStrided && d.asc {
+		return nil // strided: provably disjoint; vector/indexed: ascending (checkSides)
 	}
 	cur := d.cursor()
 	var prev uint64
@@ -756,7 +941,6 @@ func checkCrossOverlap(op string, l, r *visSide) error {
 
 // bounds is the smallest range holding every run of s (in this process).
 func bounds(s *visSide) span {
-	b := span{lo: math.MaxUint64}
 	switch {
 	case s.kind == visStrided:
 		lo, hi, _ := s.st.extent() // checked by checkSides
@@ -767,33 +951,10 @@ func bounds(s *visSide) span {
 			p += uint64(addrOf(s.buf))
 		}
 		return span{p + uint64(lo), p + uint64(hi), false}
-	case s.remote && s.kind == visVector:
-		for _, m := range s.vecs {
-			if m.Len > 0 {
-				a := uint64(m.Addr) + s.adj
-				b.lo, b.hi = min(b.lo, a), max(b.hi, a+uint64(m.Len))
-			}
-		}
-		return mappedSpan(s, b)
 	case s.remote:
-		if s.ilen > 0 {
-			for _, a := range s.addrs {
-				b.lo, b.hi = min(b.lo, uint64(a)), max(b.hi, uint64(a)+uint64(s.ilen))
-			}
-			b.lo, b.hi = b.lo+s.adj, b.hi+s.adj
-		}
-		return mappedSpan(s, b)
+		return mappedSpan(s, s.ext) // computed by checkSides
 	}
-	for _, x := range s.bufs {
-		if n := min(len(x), s.ilen); len(x) > 0 && (s.kind == visVector || n > 0) {
-			if s.kind == visVector {
-				n = len(x)
-			}
-			p := uint64(addrOf(x))
-			b.lo, b.hi = min(b.lo, p), max(b.hi, p+uint64(n))
-		}
-	}
-	return b
+	return s.ext
 }
 
 // mappedSpan translates a remote owner-address range into this process's

@@ -27,8 +27,8 @@ import (
 //	      into the local regions from where that request's data starts.
 //
 // A run list is a sequence of (zigzag varint: address minus the end of the
-// previous run, uvarint: length) pairs, so a run of the common patterns costs
-// 2 bytes of header. All messages of an operation are injected back to back
+// previous run, uvarint: length, uvarint: repeat) entries, so a regular
+// pattern of chunks costs one entry of a few bytes per message (runEnc). All messages of an operation are injected back to back
 // (as many in flight as the rings and payload buffers allow). One VIS op of
 // n bytes costs about 2*ceil(n/MaxMedium) AMs, whatever its chunk sizes.
 
@@ -47,6 +47,7 @@ type visChunk struct {
 	cur  visCursor
 	rest []byte
 	n    int
+	pair int // paired walk (visPairs): the first pair this request fetches
 }
 
 // visOp is a path-(b) VIS operation in flight.
@@ -63,6 +64,7 @@ type visOp struct {
 	mu     sync.Mutex // guards chunks (appended while replies arrive)
 	local  visSide    // get: the destination (strided metadata copied here)
 	chunks []visChunk
+	npairs int // get: > 0 when the chunks are walked by pair (visPairs)
 }
 
 // visOpTable holds the VIS operations in flight, named in AM args by (index,
@@ -91,7 +93,7 @@ func (t *visOpTable) release(id int32, op *visOp) {
 	op.gen++
 	op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, 0
 	op.mu.Lock()
-	op.local = visSide{}
+	op.local, op.npairs = visSide{}, 0
 	clear(op.chunks)
 	op.chunks = op.chunks[:0]
 	op.mu.Unlock()
@@ -188,57 +190,248 @@ func (c *Client) visFinish(id int32, op *visOp, mode rmaMode) (Event, error) {
 }
 
 // runEntryMax is the most bytes one run-list entry takes.
-const runEntryMax = 2 * binary.MaxVarintLen64
+const runEntryMax = 3 * binary.MaxVarintLen64
 
-// putRun encodes the run (a, n) at b[at:] (which has room for runEntryMax
-// bytes) and returns the new length.
-func putRun(b []byte, at int, prevEnd *uint64, a uint64, n int) int {
-	at += binary.PutVarint(b[at:], int64(a-*prevEnd))
-	at += binary.PutUvarint(b[at:], uint64(n))
-	*prevEnd = a + uint64(n)
+// A run list is a sequence of entries (zigzag varint d, uvarint n, uvarint
+// r): r runs of n bytes, each starting d bytes after the end of the previous
+// run (the first after the end of the previous entry's last run; the list
+// starts at address 0). The fine-grained patterns VIS exists for (a chunk
+// every so many bytes) are one entry per message, so neither side does
+// per-chunk header work. n and r are at least 1.
+
+// runEnc builds a run list, merging consecutive runs of one length and gap
+// into one entry. The zero value starts a list.
+type runEnc struct {
+	prevEnd uint64 // end of the last run added
+	d       int64  // the pending entry (r == 0: none)
+	n, r    uint64
+}
+
+// add appends the run (a, n), n > 0, to the list in b[:at] (which has room
+// for 2*runEntryMax more bytes) and returns the new length.
+func (e *runEnc) add(b []byte, at int, a uint64, n int) int {
+	d := int64(a - e.prevEnd)
+	if e.r > 0 && uint64(n) == e.n && d == e.d {
+		e.r++
+	} else {
+		at = e.flush(b, at)
+		e.d, e.n, e.r = d, uint64(n), 1
+	}
+	e.prevEnd = a + uint64(n)
 	return at
+}
+
+// flush writes the pending entry (at most runEntryMax bytes).
+func (e *runEnc) flush(b []byte, at int) int {
+	if e.r == 0 {
+		return at
+	}
+	at += binary.PutVarint(b[at:], e.d)
+	at += binary.PutUvarint(b[at:], e.n)
+	at += binary.PutUvarint(b[at:], e.r)
+	e.r = 0
+	return at
+}
+
+// putRun encodes the single run (a, n), n > 0, at b[at:] (which has room
+// for runEntryMax bytes) after a run ending at *prevEnd, and returns the new
+// length.
+func putRun(b []byte, at int, prevEnd *uint64, a uint64, n int) int {
+	e := runEnc{prevEnd: *prevEnd}
+	at = e.add(b, at, a, n)
+	*prevEnd = e.prevEnd
+	return e.flush(b, at)
 }
 
 var errRunList = errors.New("malformed run list")
 
-// visDecodeRuns is the target's decoder of a run list: it checks that every
-// run lies in the segment [base, base+size) and that the runs add up to
-// exactly total bytes, before calling visit for any (visit gets each run's
-// offset in the segment). Nothing a peer sends makes it panic or visit a run
-// outside the segment.
-func visDecodeRuns(list []byte, base, size uint64, total int, visit func(off uint64, n int)) error {
-	for pass := 0; pass < 2; pass++ {
-		var prevEnd uint64
-		left := uint64(total)
-		for b := list; len(b) > 0; {
-			d, k := binary.Varint(b)
-			if k <= 0 {
-				return errRunList
-			}
-			b = b[k:]
-			n, k := binary.Uvarint(b)
-			if k <= 0 {
-				return errRunList
-			}
-			b = b[k:]
-			a := prevEnd + uint64(d)
-			if n > left {
-				return fmt.Errorf("runs exceed the %d data bytes", total)
-			}
-			if a < base || a-base > size || n > size-(a-base) {
-				return fmt.Errorf("run [%#x, +%d) is not inside this rank's segment [%#x, +%d)", a, n, base, size)
-			}
-			left -= n
-			prevEnd = a + n
-			if pass == 1 && n > 0 {
-				visit(a-base, int(n))
-			}
+// runGroup is one checked run-list entry: r runs of n bytes, the first at
+// offset off of the segment, each step bytes after the previous one's start.
+type runGroup struct {
+	off  int64
+	n    int
+	step int64
+	r    int
+}
+
+// runDec is the target's decoder of a run list against its segment
+// [base, base+size) (size < 2^62) and the left data bytes the runs must
+// cover.
+type runDec struct {
+	b                   []byte
+	prevEnd, base, size uint64
+	left                uint64
+}
+
+// next decodes and checks the entry at the front of d.b: every run of it
+// must lie in the segment and the runs must not exceed the data. Nothing in
+// the list makes it panic, loop or allocate beyond the error.
+func (d *runDec) next() (runGroup, error) {
+	dd, k := binary.Varint(d.b)
+	if k <= 0 {
+		return runGroup{}, errRunList
+	}
+	n, k2 := binary.Uvarint(d.b[k:])
+	if k2 <= 0 {
+		return runGroup{}, errRunList
+	}
+	r, k3 := binary.Uvarint(d.b[k+k2:])
+	if k3 <= 0 || n == 0 || r == 0 {
+		return runGroup{}, errRunList
+	}
+	d.b = d.b[k+k2+k3:]
+	if n > d.left || r > d.left/n {
+		return runGroup{}, fmt.Errorf("runs exceed the data bytes (%d runs of %d bytes, %d bytes left)", r, n, d.left)
+	}
+	a := d.prevEnd + uint64(dd)
+	off := a - d.base
+	if a < d.base || off > d.size || n > d.size-off {
+		return runGroup{}, fmt.Errorf("run [%#x, +%d) is not inside this rank's segment [%#x, +%d)", a, n, d.base, d.size)
+	}
+	step := int64(n + uint64(dd)) // the runs start at a + i*step (mod 2^64)
+	if r > 1 {
+		// Every run lies in [0, size-n] iff the first and the last do.
+		abs := uint64(step)
+		if step < 0 {
+			abs = -abs
 		}
-		if left != 0 {
-			return fmt.Errorf("runs cover %d of the %d data bytes", uint64(total)-left, total)
+		room := d.size - n
+		if abs > room || abs > 0 && r-1 > room/abs {
+			return runGroup{}, fmt.Errorf("%d runs of %d bytes %d bytes apart from %#x leave this rank's segment [%#x, +%d)", r, n, step, a, d.base, d.size)
+		}
+		span := (r - 1) * abs
+		if step > 0 && off+span > room || step < 0 && span > off {
+			return runGroup{}, fmt.Errorf("%d runs of %d bytes %d bytes apart from %#x leave this rank's segment [%#x, +%d)", r, n, step, a, d.base, d.size)
+		}
+	}
+	d.left -= n * r
+	d.prevEnd = a + (r-1)*uint64(step) + n
+	return runGroup{off: int64(off), n: int(n), step: step, r: int(r)}, nil
+}
+
+// visCheckRuns checks a whole run list: every run inside the segment
+// [base, base+size), the runs adding up to exactly total bytes.
+func visCheckRuns(list []byte, base, size uint64, total int) error {
+	if total < 0 || size >= 1<<62 {
+		return errRunList
+	}
+	d := runDec{b: list, base: base, size: size, left: uint64(total)}
+	for len(d.b) > 0 {
+		if _, err := d.next(); err != nil {
+			return err
+		}
+	}
+	if d.left != 0 {
+		return fmt.Errorf("runs cover %d of the %d data bytes", uint64(total)-d.left, total)
+	}
+	return nil
+}
+
+// visDecodeRuns checks a run list (visCheckRuns) and then calls visit for
+// each run with its offset in the segment. Nothing a peer sends makes it
+// panic or visit a run outside the segment.
+func visDecodeRuns(list []byte, base, size uint64, total int, visit func(off uint64, n int)) error {
+	if err := visCheckRuns(list, base, size, total); err != nil {
+		return err
+	}
+	d := runDec{b: list, base: base, size: size, left: uint64(total)}
+	for len(d.b) > 0 {
+		g, _ := d.next()
+		for i, off := 0, g.off; i < g.r; i, off = i+1, off+g.step {
+			visit(uint64(off), g.n)
 		}
 	}
 	return nil
+}
+
+// visScatter writes data to the runs of a checked list in mem (the
+// segment) and visGather reads them from mem into data.
+func visScatter(mem []byte, list []byte, base uint64, data []byte) {
+	d := runDec{b: list, base: base, size: uint64(len(mem)), left: uint64(len(data))}
+	for len(d.b) > 0 {
+		g, err := d.next()
+		if err != nil {
+			return // not reached: the list was checked
+		}
+		off, n := g.off, int64(g.n)
+		if n == 8 {
+			for range g.r {
+				*(*[8]byte)(mem[off : off+8]) = *(*[8]byte)(data)
+				data, off = data[8:], off+g.step
+			}
+			continue
+		}
+		for range g.r {
+			copyRun(mem[off:off+n], data[:n])
+			data, off = data[n:], off+g.step
+		}
+	}
+}
+
+func visGather(data []byte, list []byte, base uint64, mem []byte) {
+	d := runDec{b: list, base: base, size: uint64(len(mem)), left: uint64(len(data))}
+	for len(d.b) > 0 {
+		g, err := d.next()
+		if err != nil {
+			return // not reached: the list was checked
+		}
+		off, n := g.off, int64(g.n)
+		if n == 8 {
+			for range g.r {
+				*(*[8]byte)(data) = *(*[8]byte)(mem[off : off+8])
+				data, off = data[8:], off+g.step
+			}
+			continue
+		}
+		for range g.r {
+			copyRun(data[:n], mem[off:off+n])
+			data, off = data[n:], off+g.step
+		}
+	}
+}
+
+// visPairs reports how many (local run, remote run) pairs a call's sides
+// make when they pair up one to one with runs of at most maxRun bytes
+// (paired vector lists, indexed lists of one length and count, strided
+// patterns of the same shape with at most one level): path (b) then packs
+// and unpacks by pair index in tight loops instead of walking two cursors.
+// 0: they do not.
+func visPairs(l, r *visSide, maxRun int) int {
+	switch {
+	case l.kind == visVector && l.paired && l.maxLen <= maxRun:
+		return len(l.bufs)
+	case l.kind == visIndexed && r.kind == visIndexed && l.ilen == r.ilen && len(l.bufs) == len(r.addrs) && l.ilen > 0 && l.ilen <= maxRun:
+		return len(l.bufs)
+	case l.kind == visStrided && l.st.nlev <= 1 && l.st.nlev == r.st.nlev && l.st.runLen == r.st.runLen && l.st.cnt == r.st.cnt && l.st.runLen <= maxRun:
+		if l.st.nlev == 0 {
+			return 1
+		}
+		return l.st.cnt[0]
+	}
+	return 0
+}
+
+// pairLocal is the local run of pair i (visPairs); it may be empty (vector).
+func (s *visSide) pairLocal(i int) []byte {
+	switch s.kind {
+	case visVector:
+		return s.bufs[i]
+	case visIndexed:
+		return s.bufs[i][:s.ilen]
+	}
+	off := s.base + int64(i)*int64(s.st.str[0]) // nlev 0: i is 0
+	return s.buf[off : off+int64(s.st.runLen)]
+}
+
+// pairRemote is the owner address of the remote run of pair i.
+func (s *visSide) pairRemote(i int) uint64 {
+	switch s.kind {
+	case visVector:
+		return uint64(s.vecs[i].Addr) + s.adj
+	case visIndexed:
+		return uint64(s.addrs[i]) + s.adj
+	}
+	return uint64(s.base) + s.adj + uint64(int64(i)*int64(s.st.str[0]))
 }
 
 // hdrScratch returns a scratch buffer of at least n bytes for a run list.
@@ -259,7 +452,8 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 	hp := c.vis.hdrScratch(lim)
 	defer c.vis.hdr.Put(hp)
 	rc, lc := v.remote.cursor(), v.local.cursor()
-	var ra uint64 // current remote run: address and bytes left
+	np, pi := visPairs(&v.local, &v.remote, lim/4), 0 // np > 0: pack by pair index
+	var ra uint64                                     // current remote run: address and bytes left
 	var rn int
 	var lb []byte // rest of the current local run
 	remaining := v.local.total
@@ -276,7 +470,7 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 		if first {
 			reserve = pcLen
 		}
-		p, err := c.cd.Prepare(j, true, false, min(lim, reserve+runEntryMax+64), lim, sf)
+		p, err := c.cd.Prepare(j, true, false, min(lim, reserve+2*runEntryMax+64), lim, sf)
 		if err != nil {
 			if first {
 				return c.visAbandon(v.op, id, op, v.mode, err)
@@ -286,28 +480,50 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 		}
 		buf, hdr := p.Buf, (*hp)[:lim]
 		data, hl := 0, 0
-		var prevEnd uint64
-		for remaining > 0 {
+		var enc runEnc
+		for room := len(buf) - reserve - 2*runEntryMax; pi < np; pi++ { // paired: whole pairs per message
+			lr := v.local.pairLocal(pi)
+			n := len(lr)
+			if n == 0 {
+				continue
+			}
+			if data+hl+n > room {
+				break
+			}
+			if ra := v.remote.pairRemote(pi); enc.r > 0 && uint64(n) == enc.n && ra-enc.prevEnd == uint64(enc.d) {
+				enc.r, enc.prevEnd = enc.r+1, ra+uint64(n) // runEnc.add, extending the pending entry
+			} else {
+				hl = enc.add(hdr, hl, ra, n)
+			}
+			copyRun(buf[data:data+n], lr)
+			data += n
+		}
+		if np > 0 {
+			remaining -= data
+		}
+		for np == 0 && remaining > 0 {
 			if rn == 0 {
 				ra, rn, _ = rc.nextRun()
 			}
-			space := len(buf) - reserve - data - hl - runEntryMax
+			space := len(buf) - reserve - data - hl - 2*runEntryMax
 			if space <= 0 {
 				break
 			}
 			take := min(rn, space)
-			hl = putRun(hdr, hl, &prevEnd, ra, take)
+			hl = enc.add(hdr, hl, ra, take)
 			for k := take; k > 0; {
 				if len(lb) == 0 {
 					lb = lc.next()
 				}
-				n := copy(buf[data:data+k], lb)
+				n := min(k, len(lb))
+				copyRun(buf[data:data+n], lb[:n])
 				lb, data, k = lb[n:], data+n, k-n
 			}
 			ra += uint64(take)
 			rn -= take
 			remaining -= take
 		}
+		hl = enc.flush(hdr, hl)
 		copy(buf[data:], hdr[:hl])
 		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5}
 		h.Args[0], h.Args[1], h.Args[2], h.Args[3] = id, gen, int32(data), int32(hl)
@@ -350,6 +566,8 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 	gen := int32(op.gen)
 	op.local = v.local // strided metadata is copied: consumed before return
 	rc, lc := v.remote.cursor(), op.local.cursor()
+	np, pi := visPairs(&v.local, &v.remote, lim/4), 0 // np > 0: request by pair index
+	op.npairs = np
 	var ra uint64
 	var rn int
 	var lb []byte
@@ -359,7 +577,7 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 		if first && v.flags&FlagImmediate != 0 {
 			sf = conduit.Immediate
 		}
-		p, err := c.cd.Prepare(j, true, false, min(lim, runEntryMax+64), lim, sf)
+		p, err := c.cd.Prepare(j, true, false, min(lim, 2*runEntryMax+64), lim, sf)
 		if err != nil {
 			if first {
 				return c.visAbandon(v.op, id, op, v.mode, err)
@@ -368,15 +586,33 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 			break
 		}
 		buf := p.Buf
-		ch := visChunk{cur: lc, rest: lb}
+		ch := visChunk{cur: lc, rest: lb, pair: pi}
 		data, hl := 0, 0
-		var prevEnd uint64
-		for remaining > 0 && data < lim && hl+runEntryMax <= len(buf) {
+		var enc runEnc
+		for ; pi < np && hl+2*runEntryMax <= len(buf); pi++ { // paired: whole pairs per request
+			n := len(v.local.pairLocal(pi))
+			if n == 0 {
+				continue
+			}
+			if data+n > lim {
+				break
+			}
+			if ra := v.remote.pairRemote(pi); enc.r > 0 && uint64(n) == enc.n && ra-enc.prevEnd == uint64(enc.d) {
+				enc.r, enc.prevEnd = enc.r+1, ra+uint64(n) // runEnc.add, extending the pending entry
+			} else {
+				hl = enc.add(buf, hl, ra, n)
+			}
+			data += n
+		}
+		if np > 0 {
+			remaining -= data
+		}
+		for np == 0 && remaining > 0 && data < lim && hl+2*runEntryMax <= len(buf) {
 			if rn == 0 {
 				ra, rn, _ = rc.nextRun()
 			}
 			take := min(rn, lim-data)
-			hl = putRun(buf, hl, &prevEnd, ra, take)
+			hl = enc.add(buf, hl, ra, take)
 			for k := take; k > 0; { // advance the local side past the bytes this request fetches
 				if len(lb) == 0 {
 					lb = lc.next()
@@ -389,6 +625,7 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 			remaining -= take
 			data += take
 		}
+		hl = enc.flush(buf, hl)
 		ch.n = data
 		op.mu.Lock()
 		k := len(op.chunks)
@@ -451,15 +688,12 @@ func (c *Client) visHandlers() []AMEntry {
 				return
 			}
 			data, runs, pcp := p[:dl], p[dl:dl+hl], p[dl+hl:]
-			err := visDecodeRuns(runs, uint64(seg.addr), uint64(len(seg.mem)), int(dl), func(off uint64, n int) {
-				copy(seg.mem[off:off+uint64(n)], data[:n])
-				data = data[n:]
-			})
-			if err != nil {
+			if err := visCheckRuns(runs, uint64(seg.addr), uint64(len(seg.mem)), int(dl)); err != nil {
 				c.logf("refused a VIS put from rank %d: %v", t.src, err)
 				ack(t, a, 1)
 				return
 			}
+			visScatter(seg.mem, runs, uint64(seg.addr), data)
 			if a[4] != 0 {
 				if a[4] < 0 || a[4] > 255 {
 					c.logf("refused a VIS peer completion from rank %d: handler index %d", t.src, a[4])
@@ -493,7 +727,7 @@ func (c *Client) visHandlers() []AMEntry {
 			case n <= 0 || n > c.cd.Limits(t.src).MaxMedium:
 				err = fmt.Errorf("reply of %d bytes", n)
 			default:
-				err = visDecodeRuns(p, uint64(seg.addr), uint64(len(seg.mem)), n, func(uint64, int) {})
+				err = visCheckRuns(p, uint64(seg.addr), uint64(len(seg.mem)), n)
 			}
 			if err != nil {
 				c.logf("refused a VIS get from rank %d: %v", t.src, err)
@@ -506,10 +740,7 @@ func (c *Client) visHandlers() []AMEntry {
 				c.logf("VIS get reply to rank %d: %v", t.src, perr)
 				return
 			}
-			at := 0
-			_ = visDecodeRuns(p, uint64(seg.addr), uint64(len(seg.mem)), n, func(off uint64, k int) {
-				at += copy(pr.Buf[at:], seg.mem[off:off+uint64(k)])
-			})
+			visGather(pr.Buf[:n], p, uint64(seg.addr), seg.mem)
 			t.replied = true
 			if err := c.cd.Commit(&pr, h, n); err != nil {
 				c.logf("VIS get reply to rank %d failed: %v", t.src, err)
@@ -536,12 +767,26 @@ func (c *Client) visHandlers() []AMEntry {
 				c.visPartDone(a[0], op, fmt.Errorf("rank %d answered VIS get chunk %d with %d bytes", t.src, a[2], len(p)))
 				return
 			}
+			if np := op.npairs; np > 0 {
+				for i := ch.pair; len(p) > 0 && i < np; i++ { // the request took whole pairs
+					lr := op.local.pairLocal(i)
+					n := len(lr)
+					if n > len(p) {
+						break
+					}
+					copyRun(lr, p[:n])
+					p = p[n:]
+				}
+				c.visPartDone(a[0], op, nil)
+				return
+			}
 			cur, lb := ch.cur, ch.rest
 			for len(p) > 0 {
 				if len(lb) == 0 {
 					lb = cur.next()
 				}
-				n := copy(lb, p)
+				n := min(len(lb), len(p))
+				copyRun(lb[:n], p[:n])
 				lb, p = lb[n:], p[n:]
 			}
 			c.visPartDone(a[0], op, nil)

@@ -23,6 +23,24 @@ func FuzzVISDecodeRuns(f *testing.F) {
 	f.Add(gex.VISEncodeRuns(nil, [][2]uint64{{base + 100, 50}, {base, 8}, {base + 4000, 96}}), 154)
 	f.Add(gex.VISEncodeRuns(nil, nil), 0)
 	f.Add([]byte{0x80, 0x80, 0x80}, 3)
+	// Entries of many runs (path (b) merges runs of one length and gap),
+	// forwards, backwards, and ones that leave the segment or overflow.
+	every := func(from uint64, n, gap, count int) [][2]uint64 {
+		var r [][2]uint64
+		for i := range count {
+			r = append(r, [2]uint64{uint64(int64(from) + int64(i)*int64(n+gap)), uint64(n)})
+		}
+		return r
+	}
+	f.Add(gex.VISEncodeRunList(every(base, 8, 8, 256)), 2048)
+	f.Add(gex.VISEncodeRunList(append(every(base+64, 4, 12, 100), every(base+size-8, 8, -24, 50)...)), 800)
+	f.Add(gex.VISEncodeRunList(every(base, 8, 8, 257)), 2056)                                 // the last run leaves the segment
+	f.Add(gex.VISEncodeRunList(every(base+8, 8, -24, 3)), 24)                                 // the last run is below the segment
+	f.Add(gex.VISEncodeRunList(every(base, 1, -1, 1000)), 1000)                               // one byte written 1000 times
+	f.Add([]byte{0x80, 0x80, 0x04, 0x08, 0xff, 0xff, 0xff, 0xff, 0x0f}, 8)                    // 2^32 runs of 8 bytes
+	f.Add([]byte{0x80, 0x80, 0x04, 0x01, 0x00}, 1)                                            // zero runs
+	f.Add([]byte{0x80, 0x80, 0x04, 0x00, 0x05}, 0)                                            // runs of zero bytes
+	f.Add([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x08, 0x03}, 24) // a gap of -2^63
 	f.Fuzz(func(t *testing.T, list []byte, total int) {
 		if total < 0 || total > 1<<20 {
 			return
@@ -30,6 +48,9 @@ func FuzzVISDecodeRuns(f *testing.F) {
 		seg := make([]byte, size)
 		if err := gex.VISDecodeRuns(list, base, size, total, seg); err != nil {
 			return
+		}
+		if got, err := gex.VISDecodeRunsBytes(list, base, size, total); err != nil || got != total {
+			t.Fatalf("accepted list visits %d bytes (%v), want exactly the %d data bytes", got, err, total)
 		}
 		n := 0
 		for _, b := range seg {

@@ -566,3 +566,47 @@ func TestVISDecodeRunsRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestVISRunListEntries: entries of many runs (path (b) merges runs of one
+// length and gap) are accepted exactly when every run lies in the segment,
+// and refused when they leave it, exceed the data or are malformed.
+func TestVISRunListEntries(t *testing.T) {
+	const base, size = 0x10000, 4096
+	every := func(from uint64, n, gap, count int) [][2]uint64 {
+		var r [][2]uint64
+		for i := range count {
+			r = append(r, [2]uint64{uint64(int64(from) + int64(i)*int64(n+gap)), uint64(n)})
+		}
+		return r
+	}
+	ok := [][2]uint64{}
+	ok = append(ok, every(base, 8, 8, 256)...)
+	if list := gex.VISEncodeRunList(ok); len(list) > 16 {
+		t.Errorf("256 regular runs take %d bytes of run list, want one short entry", len(list))
+	}
+	for _, tc := range []struct {
+		name  string
+		list  []byte
+		total int
+		good  bool
+	}{
+		{"forwards", gex.VISEncodeRunList(every(base, 8, 8, 256)), 2048, true},
+		{"backwards", gex.VISEncodeRunList(every(base+size-8, 8, -24, 100)), 800, true},
+		{"same byte", gex.VISEncodeRunList(every(base, 1, -1, 1000)), 1000, true},
+		{"leaves the top", gex.VISEncodeRunList(every(base, 8, 8, 257)), 2056, false},
+		{"leaves the bottom", gex.VISEncodeRunList(every(base+8, 8, -24, 3)), 24, false},
+		{"exceeds the data", gex.VISEncodeRunList(every(base, 8, 8, 10)), 72, false},
+		{"2^32 runs", []byte{0x80, 0x80, 0x04, 0x08, 0xff, 0xff, 0xff, 0xff, 0x0f}, 8, false},
+		{"zero runs", []byte{0x80, 0x80, 0x04, 0x01, 0x00}, 1, false},
+		{"zero-byte runs", []byte{0x80, 0x80, 0x04, 0x00, 0x05}, 0, false},
+		{"truncated", []byte{0x80, 0x80, 0x04, 0x08}, 8, false},
+	} {
+		n, err := gex.VISDecodeRunsBytes(tc.list, base, size, tc.total)
+		switch {
+		case tc.good && (err != nil || n != tc.total):
+			t.Errorf("%s: %d bytes, %v; want %d bytes accepted", tc.name, n, err, tc.total)
+		case !tc.good && err == nil:
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}
