@@ -63,9 +63,9 @@ type Client struct {
 	sdPool sync.Pool // *SrcDesc
 	evPool sync.Pool // *eventState
 	nbi    nbiState
-	ops    opTable    // path-(b) RMA operations in flight
-	vis    visState   // VIS: path-(b) operations, peer-completion arming (vis.go, vis_am.go)
-	coll   collEngine // collectives (coll.go)
+	ops    opTable[rmaOp, *rmaOp] // path-(b) RMA operations in flight
+	vis    visState               // VIS: path-(b) operations, peer-completion arming (vis.go, vis_am.go)
+	coll   collEngine             // collectives (coll.go)
 
 	warnedMin atomic.Bool // the deprecated SCRATCH_SIZE_MIN warning was printed
 

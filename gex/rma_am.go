@@ -42,29 +42,44 @@ const (
 	hAtomicReq AMIndex = 5
 )
 
-// rmaOp is a path-(b) operation in flight.
-type rmaOp struct {
+// inflight is what the op tables know of an operation in flight: replies
+// name it by (table index, generation) and must come from its target.
+type inflight struct {
 	gen    uint32
 	target int
-	left   atomic.Int32 // chunks not yet acknowledged
-	chunk  int          // chunk size
-	dst    []byte       // get: where replies land
-	ev     *eventState  // blocking/NB: the root event
-	nbiEC  EC           // NBI: its category (0 if not NBI)
-	region *eventState  // NBI inside an access region
+	left   atomic.Int32 // parts not yet answered
+}
+
+// rmaOp is a path-(b) operation in flight.
+type rmaOp struct {
+	inflight
+	chunk  int         // chunk size
+	dst    []byte      // get: where replies land
+	ev     *eventState // blocking/NB: the root event
+	nbiEC  EC          // NBI: its category (0 if not NBI)
+	region *eventState // NBI inside an access region
 	errMu  sync.Mutex
 	err    error
 }
 
-// opTable holds the operations in flight, indexed by a small integer that
-// travels in the AM arguments.
-type opTable struct {
+func (op *rmaOp) base() *inflight { return &op.inflight }
+
+// reset drops what the finished operation referenced.
+func (op *rmaOp) reset() { op.dst, op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, nil, 0 }
+
+// opTable holds the operations in flight (RMA and atomics, or VIS), indexed
+// by a small integer that travels in the AM arguments.
+type opTable[T any, P interface {
+	*T
+	base() *inflight
+	reset()
+}] struct {
 	mu   sync.Mutex
-	ops  []*rmaOp
+	ops  []P
 	free []int32
 }
 
-func (t *opTable) alloc() (int32, *rmaOp) {
+func (t *opTable[T, P]) alloc() (int32, P) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := len(t.free); n > 0 {
@@ -72,28 +87,28 @@ func (t *opTable) alloc() (int32, *rmaOp) {
 		t.free = t.free[:n-1]
 		return id, t.ops[id]
 	}
-	op := &rmaOp{}
+	op := P(new(T))
 	t.ops = append(t.ops, op)
 	return int32(len(t.ops) - 1), op
 }
 
-func (t *opTable) release(id int32, op *rmaOp) {
+func (t *opTable[T, P]) release(id int32, op P) {
 	t.mu.Lock()
-	op.gen++
-	op.dst, op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, nil, 0
+	op.base().gen++
+	op.reset()
 	t.free = append(t.free, id)
 	t.mu.Unlock()
 }
 
 // lookup finds the live operation (id, gen) that targeted src, or nil.
-func (t *opTable) lookup(id, gen int32, src int) *rmaOp {
+func (t *opTable[T, P]) lookup(id, gen int32, src int) P {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id < 0 || int(id) >= len(t.ops) {
 		return nil
 	}
 	op := t.ops[id]
-	if op.gen != uint32(gen) || op.target != src || op.left.Load() <= 0 {
+	if b := op.base(); b.gen != uint32(gen) || b.target != src || b.left.Load() <= 0 {
 		return nil
 	}
 	return op

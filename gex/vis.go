@@ -994,7 +994,7 @@ type visState struct {
 	armedN atomic.Int32 // goroutines with a handler armed (fast path: 0)
 	mu     sync.Mutex   // guards pc
 	pc     map[uintptr]*visPC
-	ops    visOpTable
+	ops    opTable[visOp, *visOp]
 	tok    Token     // token of a peer-completion handler (request handlers run one at a time)
 	hdr    sync.Pool // *[]byte scratch for run headers
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/gctx"
@@ -52,14 +51,12 @@ type visChunk struct {
 
 // visOp is a path-(b) VIS operation in flight.
 type visOp struct {
-	gen    uint32
-	target int
-	left   atomic.Int32 // messages not yet answered, plus 1 while initiating
-	ev     *eventState
-	nbiEC  EC
-	region *eventState
-	errMu  sync.Mutex
-	err    error
+	inflight // left: messages not yet answered, plus 1 while initiating
+	ev       *eventState
+	nbiEC    EC
+	region   *eventState
+	errMu    sync.Mutex
+	err      error
 
 	mu     sync.Mutex // guards chunks (appended while replies arrive)
 	local  visSide    // get: the destination (strided metadata copied here)
@@ -67,51 +64,16 @@ type visOp struct {
 	npairs int // get: > 0 when the chunks are walked by pair (visPairs)
 }
 
-// visOpTable holds the VIS operations in flight, named in AM args by (index,
-// generation).
-type visOpTable struct {
-	mu   sync.Mutex
-	ops  []*visOp
-	free []int32
-}
+func (op *visOp) base() *inflight { return &op.inflight }
 
-func (t *visOpTable) alloc() (int32, *visOp) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n := len(t.free); n > 0 {
-		id := t.free[n-1]
-		t.free = t.free[:n-1]
-		return id, t.ops[id]
-	}
-	op := &visOp{}
-	t.ops = append(t.ops, op)
-	return int32(len(t.ops) - 1), op
-}
-
-func (t *visOpTable) release(id int32, op *visOp) {
-	t.mu.Lock()
-	op.gen++
+// reset drops what the finished operation referenced.
+func (op *visOp) reset() {
 	op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, 0
 	op.mu.Lock()
 	op.local, op.npairs = visSide{}, 0
 	clear(op.chunks)
 	op.chunks = op.chunks[:0]
 	op.mu.Unlock()
-	t.free = append(t.free, id)
-	t.mu.Unlock()
-}
-
-func (t *visOpTable) lookup(id, gen int32, src int) *visOp {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if id < 0 || int(id) >= len(t.ops) {
-		return nil
-	}
-	op := t.ops[id]
-	if op.gen != uint32(gen) || op.target != src || op.left.Load() <= 0 {
-		return nil
-	}
-	return op
 }
 
 // visStart registers an operation to job rank j with one part outstanding:
