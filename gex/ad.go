@@ -277,7 +277,7 @@ func atomicAM[T ADType](c *Client, name string, mode rmaMode, dt DT, j int, addr
 		sf = conduit.Immediate
 	}
 	if err := c.cd.Send(j, h, nil, sf); err != nil {
-		return c.abandonOp(name, id, o, mode, err)
+		return abandonOp(c, &c.ops, name, id, o, mode, err)
 	}
 	if mode == modeNB {
 		return ev.handle(), nil

@@ -48,32 +48,44 @@ type inflight struct {
 	gen    uint32
 	target int
 	left   atomic.Int32 // parts not yet answered
+	ev     *eventState  // blocking/NB: the root event
+	nbiEC  EC           // NBI: its category (0 if not NBI)
+	region *eventState  // NBI inside an access region
+	errMu  sync.Mutex
+	err    error
+}
+
+// fail records the operation's first failure.
+func (b *inflight) fail(err error) {
+	b.errMu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.errMu.Unlock()
 }
 
 // rmaOp is a path-(b) operation in flight.
 type rmaOp struct {
 	inflight
-	chunk  int         // chunk size
-	dst    []byte      // get: where replies land
-	ev     *eventState // blocking/NB: the root event
-	nbiEC  EC          // NBI: its category (0 if not NBI)
-	region *eventState // NBI inside an access region
-	errMu  sync.Mutex
-	err    error
+	chunk int    // chunk size
+	dst   []byte // get: where replies land
 }
 
 func (op *rmaOp) base() *inflight { return &op.inflight }
 
 // reset drops what the finished operation referenced.
-func (op *rmaOp) reset() { op.dst, op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, nil, 0 }
+func (op *rmaOp) reset() { op.dst = nil }
+
+// opEntry is a pointer to an operation an opTable holds.
+type opEntry[T any] interface {
+	*T
+	base() *inflight
+	reset() // drops what the finished operation referenced beyond inflight
+}
 
 // opTable holds the operations in flight (RMA and atomics, or VIS), indexed
 // by a small integer that travels in the AM arguments.
-type opTable[T any, P interface {
-	*T
-	base() *inflight
-	reset()
-}] struct {
+type opTable[T any, P opEntry[T]] struct {
 	mu   sync.Mutex
 	ops  []P
 	free []int32
@@ -94,7 +106,9 @@ func (t *opTable[T, P]) alloc() (int32, P) {
 
 func (t *opTable[T, P]) release(id int32, op P) {
 	t.mu.Lock()
-	op.base().gen++
+	b := op.base()
+	b.gen++
+	b.ev, b.region, b.err, b.nbiEC = nil, nil, nil, 0
 	op.reset()
 	t.free = append(t.free, id)
 	t.mu.Unlock()
@@ -151,7 +165,7 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 		}
 		if err := c.cd.Send(j, h, payload, flags); err != nil {
 			if i == 0 {
-				return c.abandonOp(s.op, id, op, s.mode, err)
+				return abandonOp(c, &c.ops, s.op, id, op, s.mode, err)
 			}
 			// A conduit failure mid-operation: account the unsent chunks as failed.
 			ferr := resourceErr(s.op, "chunk %d of %d: %v", i, nchunks, err)
@@ -171,33 +185,44 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 }
 
 // startOp registers a path-(b) operation to job rank j of parts parts of at
-// most chunk bytes (replies land in dst, if any) and routes its completion:
-// an NBI operation counts in the implicit set of category ec (or the open
-// access region), any other gets a new root event (op.ev).
+// most chunk bytes (replies land in dst, if any).
 func (c *Client) startOp(j, parts, chunk int, dst []byte, mode rmaMode, ec EC) (int32, *rmaOp) {
-	id, op := c.ops.alloc()
-	op.target, op.chunk, op.dst = j, chunk, dst
-	op.left.Store(int32(parts))
+	id, op := startInflight(c, &c.ops, j, parts, mode, ec)
+	op.chunk, op.dst = chunk, dst
+	return id, op
+}
+
+// startInflight takes an operation to job rank j with parts parts
+// outstanding from t and routes its completion: an NBI operation counts in
+// the implicit set of category ec (or the open access region), any other gets
+// a new root event (ev).
+func startInflight[T any, P opEntry[T]](c *Client, t *opTable[T, P], j, parts int, mode rmaMode, ec EC) (int32, P) {
+	id, op := t.alloc()
+	b := op.base()
+	b.target = j
+	b.left.Store(int32(parts))
 	if mode == modeNBI {
-		op.nbiEC = ec
-		op.region = c.nbiStart(ec)
+		b.nbiEC = ec
+		b.region = c.nbiStart(ec)
 	} else {
-		op.ev = c.newEvent(1)
+		b.ev = c.newEvent(1)
 	}
 	return id, op
 }
 
-// abandonOp undoes startOp after the first injection failed, so nothing was
-// initiated, and returns the call's result: ErrNoOp (with EventNoOp from the
-// NB forms) for backpressure under FlagImmediate, a resource error otherwise.
-func (c *Client) abandonOp(name string, id int32, op *rmaOp, mode rmaMode, err error) (Event, error) {
+// abandonOp undoes startInflight after the first injection failed, so
+// nothing was initiated, and returns the call's result: ErrNoOp (with
+// EventNoOp from the NB forms) for backpressure under FlagImmediate, a
+// resource error otherwise.
+func abandonOp[T any, P opEntry[T]](c *Client, t *opTable[T, P], name string, id int32, op P, mode rmaMode, err error) (Event, error) {
+	b := op.base()
 	if mode == modeNBI {
-		c.nbiDone(op.nbiEC, op.region, nil)
+		c.nbiDone(b.nbiEC, b.region, nil)
 	} else {
-		op.ev.pending.Store(0)
-		_ = op.ev.consume()
+		b.ev.pending.Store(0)
+		_ = b.ev.consume()
 	}
-	c.ops.release(id, op)
+	t.release(id, op)
 	switch {
 	case err != conduit.ErrWouldBlock:
 		return EventInvalid, c.report(resourceErr(name, "%v", err))
@@ -207,29 +232,29 @@ func (c *Client) abandonOp(name string, id int32, op *rmaOp, mode rmaMode, err e
 	return EventInvalid, ErrNoOp
 }
 
-// chunkDone retires one chunk of op; the last one completes the operation.
-func (c *Client) chunkDone(id int32, op *rmaOp, err error) {
+// partDone retires one part of op; the last one completes the operation.
+func partDone[T any, P opEntry[T]](c *Client, t *opTable[T, P], id int32, op P, err error) {
+	b := op.base()
 	if err != nil {
-		op.errMu.Lock()
-		if op.err == nil {
-			op.err = err
-		}
-		op.errMu.Unlock()
+		b.fail(err)
 	}
-	if op.left.Add(-1) != 0 {
+	if b.left.Add(-1) != 0 {
 		return
 	}
-	op.errMu.Lock()
-	ferr := op.err
-	op.errMu.Unlock()
-	ev, ec, region := op.ev, op.nbiEC, op.region
-	c.ops.release(id, op)
+	b.errMu.Lock()
+	ferr := b.err
+	b.errMu.Unlock()
+	ev, ec, region := b.ev, b.nbiEC, b.region
+	t.release(id, op)
 	if ev != nil {
 		ev.done(ferr)
 	} else {
 		c.nbiDone(ec, region, ferr)
 	}
 }
+
+// chunkDone retires one chunk of an RMA or atomic operation.
+func (c *Client) chunkDone(id int32, op *rmaOp, err error) { partDone(c, &c.ops, id, op, err) }
 
 // targetRange is the target's check of a path-(b) request: the bytes
 // [addr, addr+n) of this rank's segment, with addr in two AM args, or false

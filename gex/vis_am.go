@@ -52,11 +52,6 @@ type visChunk struct {
 // visOp is a path-(b) VIS operation in flight.
 type visOp struct {
 	inflight // left: messages not yet answered, plus 1 while initiating
-	ev       *eventState
-	nbiEC    EC
-	region   *eventState
-	errMu    sync.Mutex
-	err      error
 
 	mu     sync.Mutex // guards chunks (appended while replies arrive)
 	local  visSide    // get: the destination (strided metadata copied here)
@@ -68,7 +63,6 @@ func (op *visOp) base() *inflight { return &op.inflight }
 
 // reset drops what the finished operation referenced.
 func (op *visOp) reset() {
-	op.ev, op.region, op.err, op.nbiEC = nil, nil, nil, 0
 	op.mu.Lock()
 	op.local, op.npairs = visSide{}, 0
 	clear(op.chunks)
@@ -79,64 +73,11 @@ func (op *visOp) reset() {
 // visStart registers an operation to job rank j with one part outstanding:
 // the initiation itself, retired by visPartDone once every message is out.
 func (c *Client) visStart(j int, mode rmaMode, ec EC) (int32, *visOp) {
-	id, op := c.vis.ops.alloc()
-	op.target = j
-	op.left.Store(1)
-	if mode == modeNBI {
-		op.nbiEC = ec
-		op.region = c.nbiStart(ec)
-	} else {
-		op.ev = c.newEvent(1)
-	}
-	return id, op
-}
-
-// visAbandon undoes visStart when the first message could not be injected.
-func (c *Client) visAbandon(name string, id int32, op *visOp, mode rmaMode, err error) (Event, error) {
-	if mode == modeNBI {
-		c.nbiDone(op.nbiEC, op.region, nil)
-	} else {
-		op.ev.pending.Store(0)
-		_ = op.ev.consume()
-	}
-	c.vis.ops.release(id, op)
-	switch {
-	case err != conduit.ErrWouldBlock:
-		return EventInvalid, resourceErr(name, "%v", err)
-	case mode == modeNB:
-		return EventNoOp, ErrNoOp
-	}
-	return EventInvalid, ErrNoOp
-}
-
-// fail records the first failure of op.
-func (op *visOp) fail(err error) {
-	op.errMu.Lock()
-	if op.err == nil {
-		op.err = err
-	}
-	op.errMu.Unlock()
+	return startInflight(c, &c.vis.ops, j, 1, mode, ec)
 }
 
 // visPartDone retires one part of op; the last completes the operation.
-func (c *Client) visPartDone(id int32, op *visOp, err error) {
-	if err != nil {
-		op.fail(err)
-	}
-	if op.left.Add(-1) != 0 {
-		return
-	}
-	op.errMu.Lock()
-	ferr := op.err
-	op.errMu.Unlock()
-	ev, ec, region := op.ev, op.nbiEC, op.region
-	c.vis.ops.release(id, op)
-	if ev != nil {
-		ev.done(ferr)
-	} else {
-		c.nbiDone(ec, region, ferr)
-	}
-}
+func (c *Client) visPartDone(id int32, op *visOp, err error) { partDone(c, &c.vis.ops, id, op, err) }
 
 // visFinish retires the initiation part and returns the call's result.
 func (c *Client) visFinish(id int32, op *visOp, mode rmaMode) (Event, error) {
@@ -435,7 +376,7 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 		p, err := c.cd.Prepare(j, true, false, min(lim, reserve+2*runEntryMax+64), lim, sf)
 		if err != nil {
 			if first {
-				return c.visAbandon(v.op, id, op, v.mode, err)
+				return abandonOp(c, &c.vis.ops, v.op, id, op, v.mode, err)
 			}
 			op.fail(resourceErr(v.op, "%v", err)) // nothing more is sent; the op completes with the error
 			break
@@ -542,7 +483,7 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 		p, err := c.cd.Prepare(j, true, false, min(lim, 2*runEntryMax+64), lim, sf)
 		if err != nil {
 			if first {
-				return c.visAbandon(v.op, id, op, v.mode, err)
+				return abandonOp(c, &c.vis.ops, v.op, id, op, v.mode, err)
 			}
 			op.fail(resourceErr(v.op, "%v", err)) // nothing more is sent; the op completes with the error
 			break
