@@ -19,27 +19,7 @@ func BenchmarkVIS8(b *testing.B) {
 		b.Fatal(err)
 	}
 	base := seg.QueryAddr()
-	n := payload / chunk
-	local := make([]byte, 2*payload)
-	vecR, vecL, addrs := make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
-	for i := range n {
-		off := 2 * chunk * i
-		vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
-		addrs[i] = base + gex.Addr(off)
-		vecL[i] = local[off : off+chunk]
-	}
-	str, count := []int{2 * chunk}, []int{n}
-	for _, bc := range []struct {
-		name string
-		f    func() error
-	}{
-		{"VectorPut", func() error { return tm.VectorPutBlocking(0, vecR, vecL, 0) }},
-		{"VectorGet", func() error { return tm.VectorGetBlocking(vecL, 0, vecR, 0) }},
-		{"IndexedPut", func() error { return tm.IndexedPutBlocking(0, addrs, chunk, vecL, chunk, 0) }},
-		{"IndexedGet", func() error { return tm.IndexedGetBlocking(vecL, chunk, 0, addrs, chunk, 0) }},
-		{"StridedPut", func() error { return tm.StridedPutBlocking(0, base, str, local, 0, str, chunk, count, 0) }},
-		{"StridedGet", func() error { return tm.StridedGetBlocking(local, 0, str, 0, base, str, chunk, count, 0) }},
-	} {
+	for _, bc := range visShapes(tm, 0, base, chunk, payload) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(payload)
 			b.ReportAllocs()
@@ -66,27 +46,7 @@ func TestVISAMProfile(t *testing.T) {
 		}
 		bs := rmaSeg(e, 1)
 		base, tm := bs.Owner, e.tm
-		n := payload / chunk
-		local := make([]byte, 2*payload)
-		vecR, vecL, addrs := make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
-		for i := range n {
-			off := 2 * chunk * i
-			vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
-			addrs[i] = base + gex.Addr(off)
-			vecL[i] = local[off : off+chunk]
-		}
-		str, count := []int{2 * chunk}, []int{n}
-		for _, bc := range []struct {
-			name string
-			f    func() error
-		}{
-			{"VectorPut", func() error { return tm.VectorPutBlocking(1, vecR, vecL, 0) }},
-			{"VectorGet", func() error { return tm.VectorGetBlocking(vecL, 1, vecR, 0) }},
-			{"IndexedPut", func() error { return tm.IndexedPutBlocking(1, addrs, chunk, vecL, chunk, 0) }},
-			{"IndexedGet", func() error { return tm.IndexedGetBlocking(vecL, chunk, 1, addrs, chunk, 0) }},
-			{"StridedPut", func() error { return tm.StridedPutBlocking(1, base, str, local, 0, str, chunk, count, 0) }},
-			{"StridedGet", func() error { return tm.StridedGetBlocking(local, 0, str, 1, base, str, chunk, count, 0) }},
-		} {
+		for _, bc := range visShapes(tm, 1, base, chunk, payload) {
 			t0 := time.Now()
 			for range reps {
 				if err := bc.f(); err != nil {
@@ -97,4 +57,33 @@ func TestVISAMProfile(t *testing.T) {
 			t.Logf("%s: %.2f GB/s", bc.name, float64(reps*payload)/d.Seconds()/1e9)
 		}
 	})
+}
+
+// visCase is one VIS call of the gexbench vis shape.
+type visCase struct {
+	name string
+	f    func() error
+}
+
+// visShapes are gexbench vis's calls on rank's segment at base: payload
+// bytes in chunks of chunk bytes at 50% density, on both sides.
+func visShapes(tm *gex.TM, rank gex.Rank, base gex.Addr, chunk, payload int) []visCase {
+	n := payload / chunk
+	local := make([]byte, 2*payload)
+	vecR, vecL, addrs := make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
+	for i := range n {
+		off := 2 * chunk * i
+		vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
+		addrs[i] = base + gex.Addr(off)
+		vecL[i] = local[off : off+chunk]
+	}
+	str, count := []int{2 * chunk}, []int{n}
+	return []visCase{
+		{"VectorPut", func() error { return tm.VectorPutBlocking(rank, vecR, vecL, 0) }},
+		{"VectorGet", func() error { return tm.VectorGetBlocking(vecL, rank, vecR, 0) }},
+		{"IndexedPut", func() error { return tm.IndexedPutBlocking(rank, addrs, chunk, vecL, chunk, 0) }},
+		{"IndexedGet", func() error { return tm.IndexedGetBlocking(vecL, chunk, rank, addrs, chunk, 0) }},
+		{"StridedPut", func() error { return tm.StridedPutBlocking(rank, base, str, local, 0, str, chunk, count, 0) }},
+		{"StridedGet", func() error { return tm.StridedGetBlocking(local, 0, str, rank, base, str, chunk, count, 0) }},
+	}
 }
