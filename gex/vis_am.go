@@ -249,7 +249,13 @@ func visDecodeRuns(list []byte, base, size uint64, total int, visit func(off uin
 
 // visScatter writes data to the runs of a checked list in mem (the
 // segment) and visGather reads them from mem into data.
-func visScatter(mem []byte, list []byte, base uint64, data []byte) {
+func visScatter(mem []byte, list []byte, base uint64, data []byte) { visMove(mem, list, base, data, true) }
+
+func visGather(data []byte, list []byte, base uint64, mem []byte) { visMove(mem, list, base, data, false) }
+
+// visMove copies between data and the runs of list in mem, towards mem if
+// scatter. Runs of 8 bytes, the common small chunk, move as one word.
+func visMove(mem []byte, list []byte, base uint64, data []byte, scatter bool) {
 	d := runDec{b: list, base: base, size: uint64(len(mem)), left: uint64(len(data))}
 	for len(d.b) > 0 {
 		g, err := d.next()
@@ -257,38 +263,26 @@ func visScatter(mem []byte, list []byte, base uint64, data []byte) {
 			return // not reached: the list was checked
 		}
 		off, n := g.off, int64(g.n)
-		if n == 8 {
+		switch {
+		case n == 8 && scatter:
 			for range g.r {
 				*(*[8]byte)(mem[off : off+8]) = *(*[8]byte)(data)
 				data, off = data[8:], off+g.step
 			}
-			continue
-		}
-		for range g.r {
-			copyRun(mem[off:off+n], data[:n])
-			data, off = data[n:], off+g.step
-		}
-	}
-}
-
-func visGather(data []byte, list []byte, base uint64, mem []byte) {
-	d := runDec{b: list, base: base, size: uint64(len(mem)), left: uint64(len(data))}
-	for len(d.b) > 0 {
-		g, err := d.next()
-		if err != nil {
-			return // not reached: the list was checked
-		}
-		off, n := g.off, int64(g.n)
-		if n == 8 {
+		case n == 8:
 			for range g.r {
 				*(*[8]byte)(data) = *(*[8]byte)(mem[off : off+8])
 				data, off = data[8:], off+g.step
 			}
-			continue
-		}
-		for range g.r {
-			copyRun(data[:n], mem[off:off+n])
-			data, off = data[n:], off+g.step
+		default:
+			for range g.r {
+				if scatter {
+					copyRun(mem[off:off+n], data[:n])
+				} else {
+					copyRun(data[:n], mem[off:off+n])
+				}
+				data, off = data[n:], off+g.step
+			}
 		}
 	}
 }
