@@ -249,9 +249,13 @@ func visDecodeRuns(list []byte, base, size uint64, total int, visit func(off uin
 
 // visScatter writes data to the runs of a checked list in mem (the
 // segment) and visGather reads them from mem into data.
-func visScatter(mem []byte, list []byte, base uint64, data []byte) { visMove(mem, list, base, data, true) }
+func visScatter(mem []byte, list []byte, base uint64, data []byte) {
+	visMove(mem, list, base, data, true)
+}
 
-func visGather(data []byte, list []byte, base uint64, mem []byte) { visMove(mem, list, base, data, false) }
+func visGather(data []byte, list []byte, base uint64, mem []byte) {
+	visMove(mem, list, base, data, false)
+}
 
 // visMove copies between data and the runs of list in mem, towards mem if
 // scatter. Runs of 8 bytes, the common small chunk, move as one word.
