@@ -1,9 +1,7 @@
 package gex_test
 
 import (
-	"os"
 	"testing"
-	"time"
 
 	"github.com/gexgo/gexgo/gex"
 )
@@ -30,33 +28,6 @@ func BenchmarkVIS8(b *testing.B) {
 			}
 		})
 	}
-}
-
-// TestVISAMProfile runs gexbench vis's 8-byte shapes on the AM path (loop
-// conduit, both ranks in this process) for profiling: GEX_VIS_PROFILE=1 go
-// test -run VISAMProfile -cpuprofile cpu.out ./gex/.
-func TestVISAMProfile(t *testing.T) {
-	if os.Getenv("GEX_VIS_PROFILE") == "" {
-		t.Skip("set GEX_VIS_PROFILE=1 to run")
-	}
-	const chunk, payload, reps = 8, 64 << 10, 300
-	loopJob(t, 2, jobOpts{segSize: 2 * payload, supernode: 1}, func(e *rankEnv) {
-		if e.rank == 1 {
-			return // polls in the closing barrier
-		}
-		bs := rmaSeg(e, 1)
-		base, tm := bs.Owner, e.tm
-		for _, bc := range visShapes(tm, 1, base, chunk, payload) {
-			t0 := time.Now()
-			for range reps {
-				if err := bc.f(); err != nil {
-					e.Fatalf("%s: %v", bc.name, err)
-				}
-			}
-			d := time.Since(t0)
-			t.Logf("%s: %.2f GB/s", bc.name, float64(reps*payload)/d.Seconds()/1e9)
-		}
-	})
 }
 
 // visCase is one VIS call of the gexbench vis shape.
