@@ -35,30 +35,9 @@ func runADAllocs(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, addr 
 	})
 }
 
-func TestADNoAllocsSelf(t *testing.T) {
-	c, _, tm := selfClient(t)
-	seg, err := gex.SegmentAttach(tm, 1<<16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runADAllocs(t, c, tm, 0, seg.QueryAddr()+64)
-}
+func TestADNoAllocsSelf(t *testing.T) { allocsOnSelf(t, runADAllocs) }
 
-func TestADNoAllocsPeer(t *testing.T) {
-	done := make(chan struct{})
-	loopJob(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
-		if e.rank == 1 {
-			<-done // no polling while rank 0 measures: the mapped path needs none
-			return
-		}
-		defer close(done)
-		bs := rmaSeg(e, 1)
-		if bs.Local == nil {
-			e.Fatalf("rank 1's segment is not mapped (shared-memory path expected)")
-		}
-		runADAllocs(e, e.c, e.tm, 1, bs.Owner+64)
-	})
-}
+func TestADNoAllocsPeer(t *testing.T) { allocsOnPeer(t, runADAllocs) }
 
 // adBench runs b.N FADDs (OpNB+Wait) on rank r's segment.
 func adBench(b *testing.B, tm *gex.TM, r gex.Rank, addr gex.Addr) {

@@ -48,6 +48,40 @@ func assertNoAllocs(rep allocReporter, what string, runs int, build func(check f
 	}
 }
 
+// allocRun measures operations of tm on rank r's segment at addr (mapped
+// here), reporting through rep.
+type allocRun func(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, addr gex.Addr)
+
+// allocsOnSelf runs run against this process's own segment (a one-rank
+// client).
+func allocsOnSelf(t *testing.T, run allocRun) {
+	c, _, tm := selfClient(t)
+	seg, err := gex.SegmentAttach(tm, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c, tm, 0, seg.QueryAddr()+64)
+}
+
+// allocsOnPeer runs run on rank 0 of a 2-rank loop job against rank 1's
+// mapped segment; rank 1 does not poll meanwhile (the mapped path needs
+// none, and its allocations would count).
+func allocsOnPeer(t *testing.T, run allocRun) {
+	done := make(chan struct{})
+	loopJob(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
+		if e.rank == 1 {
+			<-done
+			return
+		}
+		defer close(done)
+		bs := rmaSeg(e, 1)
+		if bs.Local == nil {
+			e.Fatalf("rank 1's segment is not mapped (shared-memory path expected)")
+		}
+		run(e, e.c, e.tm, 1, bs.Owner+64)
+	})
+}
+
 // rmaAllocCases are the operations measured: rank r's segment is mapped
 // here and base is an address inside it with room for 4 KiB.
 func rmaAllocCases(c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr, check func(error)) []allocCase {
@@ -104,30 +138,9 @@ func runRMAAllocs(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, base
 	})
 }
 
-func TestRMANoAllocsSelf(t *testing.T) {
-	_, _, tm := selfClient(t)
-	seg, err := gex.SegmentAttach(tm, 1<<16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runRMAAllocs(t, tm.QueryClient(), tm, 0, seg.QueryAddr()+4096)
-}
+func TestRMANoAllocsSelf(t *testing.T) { allocsOnSelf(t, runRMAAllocs) }
 
-func TestRMANoAllocsPeer(t *testing.T) {
-	done := make(chan struct{})
-	loopJob(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
-		if e.rank == 1 {
-			<-done // no polling while rank 0 measures: path (a) needs none
-			return
-		}
-		defer close(done)
-		bs := rmaSeg(e, 1)
-		if bs.Local == nil {
-			e.Fatalf("rank 1's segment is not mapped (path (a) expected)")
-		}
-		runRMAAllocs(e, e.c, e.tm, 1, bs.Owner+4096)
-	})
-}
+func TestRMANoAllocsPeer(t *testing.T) { allocsOnPeer(t, runRMAAllocs) }
 
 // TestRMANoAllocsAMPath: path (b), the AM protocol to a peer whose segment
 // is not mapped, does not allocate either (on either rank: AllocsPerRun

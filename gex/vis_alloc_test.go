@@ -51,27 +51,6 @@ func runVISAllocs(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, base
 	})
 }
 
-func TestVISNoAllocsSelf(t *testing.T) {
-	c, _, tm := selfClient(t)
-	seg, err := gex.SegmentAttach(tm, 1<<16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runVISAllocs(t, c, tm, 0, seg.QueryAddr()+64)
-}
+func TestVISNoAllocsSelf(t *testing.T) { allocsOnSelf(t, runVISAllocs) }
 
-func TestVISNoAllocsPeer(t *testing.T) {
-	done := make(chan struct{})
-	loopJob(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
-		if e.rank == 1 {
-			<-done // no polling while rank 0 measures: the mapped path needs none
-			return
-		}
-		defer close(done)
-		bs := rmaSeg(e, 1)
-		if bs.Local == nil {
-			e.Fatalf("rank 1's segment is not mapped (shared-memory path expected)")
-		}
-		runVISAllocs(e, e.c, e.tm, 1, bs.Owner+64)
-	})
-}
+func TestVISNoAllocsPeer(t *testing.T) { allocsOnPeer(t, runVISAllocs) }
