@@ -88,6 +88,35 @@ type Config struct {
 	// waiting (in-process jobs: a rank goroutine called Exit). Waits for send
 	// resources then end the calling goroutine (runtime.Goexit).
 	Done <-chan struct{}
+	// Remote, if set, carries AMs to the ranks on other hosts (the tcp
+	// conduit); without it every rank must be on this machine (other host
+	// identities are pretend hosts). It must be set on every rank or on none
+	// (its Start is collective).
+	Remote Remote
+}
+
+// Remote is a transport to the ranks on other hosts. The smp conduit keeps
+// the ranks of this host on shared memory and hands everything addressed to
+// another host to Remote; what Remote receives it delivers inside Poll, like
+// the rings' AMs (a Long from another host arrives unplaced: the receiver
+// validates it before placing the bytes).
+type Remote interface {
+	// Start connects to the ranks on other hosts (remote[r] is true for
+	// them). It is collective over all ranks (it may use b's AllGather).
+	// wake must be called when an AM arrives, so that Sleep returns.
+	Start(b boot.Bootstrap, remote []bool, wake func()) error
+	// Send injects an AM to remote rank dst (Conduit.Send's contract,
+	// including ErrWouldBlock under Immediate).
+	Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error
+	// Poll delivers arrived AMs through d (only replies if repliesOnly)
+	// and returns how many. It never blocks.
+	Poll(repliesOnly bool, d conduit.Delivery) int
+	// Pending reports whether Poll would deliver something.
+	Pending() bool
+	// Limits are the AM payload limits to a remote rank.
+	Limits() conduit.Limits
+	// Close ends the connections.
+	Close() error
 }
 
 // ConfigFromEnv returns the configuration for a process rank: memfd regions,
@@ -114,6 +143,7 @@ type peer struct {
 	seg    conduit.SegInfo
 	segReg *shm.Region
 	mapped bool // same nbrhd: their segment is (to be) mapped here
+	remote bool // another host: AMs go through Config.Remote
 }
 
 // Conduit is the shared-memory conduit for one rank.
@@ -167,6 +197,16 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 	}
 	if err := c.setupRegions(); err != nil {
 		return nil, err
+	}
+	if r := cfg.Remote; r != nil {
+		remote := make([]bool, c.size)
+		for p := range remote {
+			remote[p] = c.peers[p].remote
+		}
+		if err := r.Start(b, remote, c.bell.Ring); err != nil {
+			return nil, err
+		}
+		c.hasWork = func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() || r.Pending() }
 	}
 	return c, nil
 }
@@ -271,6 +311,10 @@ func (c *Conduit) setupRegions() error {
 			c.peers[p].out[i] = pool
 		}
 		c.peers[p].mapped = c.topo.Nbrhd[p] == c.topo.Nbrhd[c.rank]
+		// Without a Remote transport, ranks with other host identities
+		// (GEX_HOST, pretend hosts) are still on this machine and reached
+		// through shared memory.
+		c.peers[p].remote = c.cfg.Remote != nil && c.topo.Host[p] != c.topo.Host[c.rank]
 	}
 	desc, err := reg.Desc().MarshalBinary()
 	if err != nil {
@@ -281,6 +325,9 @@ func (c *Conduit) setupRegions() error {
 		return fmt.Errorf("smp: exchanging AM regions: %w", err)
 	}
 	for p := 0; p < c.size; p++ {
+		if c.peers[p].remote {
+			continue // no shared memory with another host
+		}
 		if err := c.mapPeer(p, descs[p], ringsOff, poolsOff, total); err != nil {
 			return fmt.Errorf("smp: mapping rank %d's AM region: %w", p, err)
 		}
@@ -350,6 +397,9 @@ func (c *Conduit) Topology() *conduit.Topology { return &c.topo }
 
 // Limits implements conduit.Conduit: symmetric, since the nbrhd relation is.
 func (c *Conduit) Limits(p int) conduit.Limits {
+	if c.peers[p].remote {
+		return c.cfg.Remote.Limits()
+	}
 	if c.peers[p].mapped {
 		return conduit.Limits{MaxMedium: MaxMedium, MaxLong: MaxLongMapped, MaxAlloc: poolBufSize}
 	}
@@ -372,6 +422,9 @@ var inlineMax = slotSize - 8 - offInline
 // Send implements conduit.Conduit.
 func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
 	pr := &c.peers[dst]
+	if pr.remote {
+		return c.cfg.Remote.Send(dst, h, payload, flags)
+	}
 	qi := qidx(h.IsReq)
 	n := len(payload)
 	buf := -1
@@ -481,7 +534,7 @@ func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) erro
 	qi := qidx(h.IsReq)
 	idx := int(p.Priv()[0])
 	payload := p.Buf[:nbytes]
-	if h.Cat == conduit.Long && pr.mapped || h.Cat == conduit.Short {
+	if h.Cat == conduit.Long && pr.mapped || h.Cat == conduit.Short || pr.remote {
 		// Long to a mapped peer: one copy into the segment, buffer not needed.
 		err := c.Send(p.Dst, h, payload, 0)
 		_ = pr.out[qi].Free(idx)
@@ -510,6 +563,9 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 	if !repliesOnly && !c.inbound[0].Empty() && c.consumer[0].TryLock() {
 		n += c.drain(0)
 		c.consumer[0].Unlock()
+	}
+	if c.cfg.Remote != nil {
+		n += c.cfg.Remote.Poll(repliesOnly, c.deliver)
 	}
 	return n
 }
@@ -711,6 +767,11 @@ func (c *Conduit) OnExit(fn func()) { c.b.OnExit(fn) }
 // exits; Close releases the bootstrap connection.
 func (c *Conduit) Close() error {
 	var err error
-	c.closeOnce.Do(func() { err = c.b.Close() })
+	c.closeOnce.Do(func() {
+		if c.cfg.Remote != nil {
+			err = c.cfg.Remote.Close()
+		}
+		err = errors.Join(err, c.b.Close())
+	})
 	return err
 }
