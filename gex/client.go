@@ -14,6 +14,7 @@ import (
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/conduit/smp"
+	"github.com/gexgo/gexgo/internal/conduit/tcp"
 )
 
 // Environment variables read by ClientInit (documented in `gexrun --help`).
@@ -21,6 +22,7 @@ const (
 	EnvWaitMode  = "GEX_WAITMODE"  // spin | block | spinblock
 	EnvRcvThread = "GEX_RCVTHREAD" // 1 = run handlers on a receive goroutine
 	EnvVerbose   = "GEX_VERBOSE"   // 1 = print non-fatal errors to stderr
+	EnvConduit   = "GEX_CONDUIT"   // smp (default: every rank on this machine) or tcp (hosts over TCP, shared memory inside each)
 )
 
 // Client is an instance of the client interface to the library (gex_Client_t).
@@ -135,7 +137,22 @@ func ClientInit(name string, flags Flags, opts ...Option) (*Client, *EP, *TM, er
 		if err != nil {
 			return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeNotInit, Msg: err.Error()}
 		}
-		cd, err = smp.New(b, smp.ConfigFromEnv())
+		scfg := smp.ConfigFromEnv()
+		switch v := os.Getenv(EnvConduit); v {
+		case "", "smp":
+		case "tcp":
+			tcfg, err := tcp.ConfigFromEnv(b.JobID())
+			if err != nil {
+				b.Abort(fmt.Sprintf("ClientInit: %v", err))
+				return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: err.Error()}
+			}
+			scfg.Remote = tcp.New(tcfg)
+		default:
+			err := fmt.Errorf("%s=%q: want smp or tcp", EnvConduit, v)
+			b.Abort(fmt.Sprintf("ClientInit: %v", err))
+			return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeBadArg, Msg: err.Error()}
+		}
+		cd, err = smp.New(b, scfg)
 		if err != nil {
 			b.Abort(fmt.Sprintf("ClientInit: %v", err))
 			return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: err.Error()}

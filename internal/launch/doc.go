@@ -12,6 +12,8 @@
 //	GEX_BOOT        the bootstrap address, "@gexgo-<jobid>"
 //	GEX_JOBID       the job id
 //	GEX_HOST        "<hostname>-h<k>" when Config.PretendHosts > 1
+//	GEX_SECRET      a random 32-byte secret of this job (hex), which the tcp
+//	                conduit's connections prove before any AM is accepted
 //
 // A rank runs in its own process group (so a terminal's SIGINT reaches only
 // the launcher, which forwards it, and a rank's own children can be killed

@@ -620,6 +620,10 @@ func rankEnvs(cfg *Config, addr string) ([][]string, error) {
 			hosts[r] = lookupEnv(base, boot.EnvHost, hostname)
 		}
 	}
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return nil, fmt.Errorf("creating the job secret: %w", err)
+	}
 	local := make(map[string]int)
 	envs := make([][]string, cfg.N)
 	for r := range envs {
@@ -629,6 +633,7 @@ func rankEnvs(cfg *Config, addr string) ([][]string, error) {
 			boot.EnvLocalRank+"="+strconv.Itoa(local[hosts[r]]),
 			boot.EnvBoot+"="+addr,
 			boot.EnvJobID+"="+cfg.JobID,
+			boot.EnvSecret+"="+hex.EncodeToString(secret[:]),
 		)
 		local[hosts[r]]++
 		if cfg.PretendHosts > 1 {

@@ -1,0 +1,359 @@
+package tcp
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gexgo/gexgo/internal/boot"
+	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/conduit/smp"
+)
+
+// Transport carries AMs between ranks on different hosts over TCP; it is the
+// smp conduit's Remote (ranks on one host keep using shared memory). Every
+// pair of ranks on different hosts has one connection, set up at Start: the
+// lower rank dials, the higher accepts, and both prove the job secret before
+// any frame (auth.go). A reader goroutine per connection moves arriving frames
+// into an inbound queue (requests and replies apart) and rings the rank's
+// doorbell; Poll delivers them on the polling goroutine, so handlers run
+// where gex expects. Sends write the frame header and the payload with one
+// writev, without copying the payload.
+type Transport struct {
+	cfg    Config
+	b      boot.Bootstrap
+	rank   int
+	size   int
+	wake   func()
+	ln     net.Listener
+	peers  []*link
+	in     [2]inbound // 0 requests, 1 replies
+	queued atomic.Int64
+	closed atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// link is the connection to one remote rank.
+type link struct {
+	rank int
+	c    net.Conn
+	wmu  sync.Mutex // one writer at a time
+	hdr  []byte     // frame header scratch (under wmu)
+	bufs net.Buffers
+	gone atomic.Bool
+}
+
+// frame is an AM that arrived and waits for Poll.
+type frame struct {
+	src     int
+	h       conduit.Header
+	payload []byte
+}
+
+type inbound struct {
+	mu      sync.Mutex
+	q       []frame
+	spare   []frame
+	consume sync.Mutex // one consumer at a time
+}
+
+// Config configures a Transport.
+type Config struct {
+	Secret  []byte        // the job secret every connection proves
+	JobID   string        // the job id, bound into the proofs
+	Addr    string        // IP address to listen on (this host's address on the job's network)
+	Timeout time.Duration // connecting to a peer and the handshake give up after this
+	// MaxPayload is the largest Medium or Long payload between hosts.
+	MaxPayload int
+}
+
+// Environment variables of the tcp conduit.
+const (
+	EnvAddr    = "GEX_TCP_ADDR"    // address to listen on (default: this host's address)
+	EnvTimeout = "GEX_TCP_TIMEOUT" // connection setup timeout, a Go duration (default 30s)
+)
+
+// DefaultTimeout is how long connecting to a peer may take.
+const DefaultTimeout = 30 * time.Second
+
+// maxRemotePayload is the largest Medium and Long payload between hosts.
+const maxRemotePayload = smp.MaxMedium
+
+// ConfigFromEnv reads the secret (GEX_SECRET, set by the launcher), the
+// listening address and the timeout.
+func ConfigFromEnv(jobID string) (Config, error) {
+	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload}
+	s := os.Getenv(EnvSecret)
+	if s == "" {
+		return cfg, fmt.Errorf("tcp: %s is not set: the tcp conduit needs the job secret the launcher (gexrun) creates", EnvSecret)
+	}
+	sec, err := hex.DecodeString(s)
+	if err != nil || len(sec) < 16 {
+		return cfg, fmt.Errorf("tcp: %s is not a hex secret of at least 16 bytes", EnvSecret)
+	}
+	cfg.Secret = sec
+	cfg.Addr = os.Getenv(EnvAddr)
+	if cfg.Addr == "" {
+		cfg.Addr = hostAddr()
+	}
+	if v := os.Getenv(EnvTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("tcp: %s=%q is not a positive duration", EnvTimeout, v)
+		}
+		cfg.Timeout = d
+	}
+	return cfg, nil
+}
+
+// hostAddr is this host's address: the first address its name resolves to
+// that is not loopback, else 127.0.0.1.
+func hostAddr() string {
+	name, err := os.Hostname()
+	if err == nil {
+		if ips, err := net.LookupIP(name); err == nil {
+			for _, ip := range ips {
+				if !ip.IsLoopback() && ip.To4() != nil {
+					return ip.String()
+				}
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// New returns a Transport for cfg; Start connects it.
+func New(cfg Config) *Transport { return &Transport{cfg: cfg} }
+
+var _ smp.Remote = (*Transport)(nil)
+
+// Limits implements smp.Remote.
+func (t *Transport) Limits() conduit.Limits {
+	return conduit.Limits{MaxMedium: t.cfg.MaxPayload, MaxLong: t.cfg.MaxPayload, MaxAlloc: t.cfg.MaxPayload}
+}
+
+// Start implements smp.Remote: listen, exchange addresses through the
+// bootstrap, dial the higher remote ranks and accept the lower ones.
+func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func()) error {
+	t.b, t.rank, t.size, t.wake = b, b.Rank(), b.Size(), wake
+	t.peers = make([]*link, t.size)
+	ln, err := listen(t.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	t.ln = ln
+	addrs, err := b.AllGather([]byte(ln.Addr().String()))
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("tcp: exchanging addresses: %w", err)
+	}
+	var lower, higher []int
+	for r, isRemote := range remote {
+		switch {
+		case !isRemote:
+		case r < t.rank:
+			lower = append(lower, r)
+		default:
+			higher = append(higher, r)
+		}
+	}
+	deadline := time.Now().Add(t.cfg.Timeout)
+	accepted := make(chan error, 1)
+	go func() { accepted <- t.acceptFrom(lower, deadline) }()
+	for _, r := range higher {
+		c, err := dialRetry(string(addrs[r]), deadline)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("tcp: cannot reach rank %d at %s within %v: %w", r, addrs[r], t.cfg.Timeout, err)
+		}
+		peer, err := handshake(c, t.cfg.Secret, t.cfg.JobID, t.rank, t.size, true, t.cfg.Timeout)
+		if err == nil && peer != r {
+			err = fmt.Errorf("the peer at %s proved to be rank %d, not %d", addrs[r], peer, r)
+		}
+		if err != nil {
+			c.Close()
+			ln.Close()
+			return fmt.Errorf("tcp: connecting to rank %d: %w", r, err)
+		}
+		t.add(r, c)
+	}
+	if err := <-accepted; err != nil {
+		ln.Close()
+		return err
+	}
+	ln.Close() // every connection is up; nobody else may connect
+	return nil
+}
+
+// acceptFrom accepts authenticated connections until every rank in want has
+// connected. A connection that fails the handshake is closed and logged.
+func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
+	left := make(map[int]bool, len(want))
+	for _, r := range want {
+		left[r] = true
+	}
+	for len(left) > 0 {
+		if tl, ok := t.ln.(*net.TCPListener); ok {
+			tl.SetDeadline(deadline)
+		}
+		c, err := t.ln.Accept()
+		if err != nil {
+			missing := make([]int, 0, len(left))
+			for r := range left {
+				missing = append(missing, r)
+			}
+			return fmt.Errorf("tcp: rank(s) %v did not connect within %v: %w", missing, t.cfg.Timeout, err)
+		}
+		setNoDelay(c)
+		peer, err := handshake(c, t.cfg.Secret, t.cfg.JobID, t.rank, t.size, false, t.cfg.Timeout)
+		if err == nil && !left[peer] {
+			err = fmt.Errorf("rank %d is not expected to connect here", peer)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gexgo: rank %d: refused a connection from %v: %v\n", t.rank, c.RemoteAddr(), err)
+			c.Close()
+			continue
+		}
+		delete(left, peer)
+		t.add(peer, c)
+	}
+	return nil
+}
+
+// add installs the connection to rank r and starts its reader.
+func (t *Transport) add(r int, c net.Conn) {
+	l := &link{rank: r, c: c, hdr: make([]byte, 0, frameMaxHead)}
+	t.peers[r] = l
+	t.wg.Add(1)
+	go t.read(l)
+}
+
+// read moves l's frames into the inbound queues until the connection ends.
+// A clean end (the peer closed between frames) ends the reader quietly: the
+// peer process exited, and if it died the launcher ends the job. A broken
+// stream while this rank still runs ends the job with a message naming the
+// peer, so nobody waits forever for a reply that cannot come.
+func (t *Transport) read(l *link) {
+	defer t.wg.Done()
+	fr := newFrameReader(bufio.NewReaderSize(l.c, 64<<10), t.cfg.MaxPayload)
+	var fh frameHeader
+	for {
+		err := fr.Next(&fh)
+		if err == nil && fh.Control() {
+			continue // no control messages are needed yet; skipped
+		}
+		var payload []byte
+		if err == nil && fh.NBytes > 0 {
+			payload = make([]byte, fh.NBytes)
+			err = fr.ReadPayload(payload)
+		}
+		if err != nil {
+			l.gone.Store(true)
+			if t.closed.Load() || err == io.EOF {
+				return
+			}
+			t.b.Abort(fmt.Sprintf("lost the connection to rank %d: %v", l.rank, err))
+			return
+		}
+		qi := 1
+		if fh.IsReq {
+			qi = 0
+		}
+		q := &t.in[qi]
+		q.mu.Lock()
+		q.q = append(q.q, frame{src: l.rank, h: fh.Header, payload: payload})
+		q.mu.Unlock()
+		t.queued.Add(1)
+		t.wake()
+	}
+}
+
+// Send implements smp.Remote.
+func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
+	l := t.peers[dst]
+	if l == nil {
+		return fmt.Errorf("tcp: no connection to rank %d", dst)
+	}
+	if h.Cat == conduit.Short {
+		payload = nil
+	}
+	if len(payload) > t.cfg.MaxPayload {
+		return fmt.Errorf("tcp: payload of %d bytes exceeds the %d-byte limit between hosts", len(payload), t.cfg.MaxPayload)
+	}
+	if l.gone.Load() {
+		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if flags&conduit.Immediate != 0 && sendBufferFull(l.c, headLen(int(h.NArgs))+len(payload)) {
+		return conduit.ErrWouldBlock
+	}
+	l.hdr = appendAMHeader(l.hdr[:0], &h, len(payload))
+	l.bufs = append(l.bufs[:0], l.hdr, payload)
+	bufs := l.bufs
+	if _, err := bufs.WriteTo(l.c); err != nil {
+		return fmt.Errorf("tcp: sending to rank %d: %w", dst, err)
+	}
+	return nil
+}
+
+// Pending implements smp.Remote.
+func (t *Transport) Pending() bool { return t.queued.Load() > 0 }
+
+// Poll implements smp.Remote.
+func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
+	if t.queued.Load() == 0 {
+		return 0
+	}
+	n := t.drain(1, d)
+	if !repliesOnly {
+		n += t.drain(0, d)
+	}
+	return n
+}
+
+func (t *Transport) drain(qi int, d conduit.Delivery) int {
+	q := &t.in[qi]
+	if !q.consume.TryLock() {
+		return 0
+	}
+	defer q.consume.Unlock()
+	q.mu.Lock()
+	batch := q.q
+	q.q, q.spare = q.spare[:0], nil
+	q.mu.Unlock()
+	var in conduit.Incoming
+	for i := range batch {
+		f := &batch[i]
+		in.Src, in.Header, in.Payload, in.Placed = f.src, f.h, f.payload, false
+		d(&in)
+		*f = frame{}
+	}
+	t.queued.Add(-int64(len(batch)))
+	q.mu.Lock()
+	q.spare = batch[:0]
+	q.mu.Unlock()
+	return len(batch)
+}
+
+// Close implements smp.Remote.
+func (t *Transport) Close() error {
+	if !t.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var errs []error
+	for _, l := range t.peers {
+		if l != nil {
+			errs = append(errs, l.c.Close())
+		}
+	}
+	t.wg.Wait()
+	return errors.Join(errs...)
+}
