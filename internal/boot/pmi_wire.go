@@ -85,7 +85,7 @@ func appendPMI1(b []byte, cmd string, attrs ...pmiAttr) []byte {
 func appendPMI2(b []byte, cmd string, attrs ...pmiAttr) []byte {
 	start := len(b)
 	b = append(b, "      cmd="...)
-	b = append(b, cmd...)
+	b = append(b, strings.ReplaceAll(cmd, ";", ";;")...)
 	b = append(b, ';')
 	for _, a := range attrs {
 		b = append(b, a.Key...)
