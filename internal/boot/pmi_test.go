@@ -538,5 +538,17 @@ func TestHydra(t *testing.T) {
 				}
 			})
 		}
+		t.Run("PMI-"+pmi+"/fail", func(t *testing.T) {
+			// Rank 2 calls Exit(3): PMI abort, hydra ends the job with code 3.
+			// Hydra 4.0's server does not know the PMI-2 abort ("Unrecognized
+			// PMI command: abort") but still ends the job, with status 255.
+			cmd := exec.Command("timeout", "120", hydra, "-n", "4", prog, "-fail", "2")
+			cmd.Env = append(env, "GEX_PMI="+pmi)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 3 && !(pmi == "2" && ee.ExitCode() == 255) {
+				t.Fatalf("mpiexec.hydra -n 4 pmiprog -fail 2: %v, want exit status 3\n%s", err, out)
+			}
+		})
 	}
 }

@@ -20,6 +20,7 @@ const (
 
 func main() {
 	end := flag.String("end", "exit", "how to end: exit (Client.Exit(0)), close (Client.Close, return) or return")
+	failRank := flag.Int("fail", -1, "this rank calls Client.Exit(3) after the first barrier")
 	flag.Parse()
 	c, ep, tm, err := gex.ClientInit("PMIPROG", 0)
 	if err != nil {
@@ -55,6 +56,9 @@ func main() {
 	}
 	if err := ev.Wait(); err != nil {
 		fail("barrier: %v", err)
+	}
+	if int(me) == *failRank {
+		c.Exit(3)
 	}
 	if err := tm.RequestShort((me+1)%n, hPing, 0, gex.AMArg(me)); err != nil {
 		fail("RequestShort: %v", err)
