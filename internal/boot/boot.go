@@ -6,7 +6,8 @@
 //
 //   - the launcher's Unix socket (gexrun and the in-test launcher), see Connect;
 //   - a job of one rank when the program was started without a launcher, see Singleton;
-//   - later: ssh-spawned ranks (same wire protocol, relayed) and PMI (Slurm, hydra).
+//   - a PMI process manager (MPICH hydra, Slurm srun --mpi=pmi2), see PMIFromEnv;
+//   - later: ssh-spawned ranks (same wire protocol, relayed).
 //
 // Conduits consume only the Bootstrap interface, so new spawners slot in
 // without change above this package.
@@ -83,7 +84,8 @@ type Bootstrap interface {
 var ErrClosed = errors.New("boot: bootstrap is closed")
 
 // FromEnv returns the Bootstrap for this process: a connection to the launcher
-// when GEX_BOOT is set, otherwise a job of one rank (Singleton).
+// when GEX_BOOT is set, else the PMI process manager when PMI_FD or PMI_PORT
+// is set (PMIFromEnv), otherwise a job of one rank (Singleton).
 func FromEnv() (Bootstrap, error) {
 	if addr := os.Getenv(EnvBoot); addr != "" {
 		rank, err := envInt(EnvRank)
@@ -95,6 +97,9 @@ func FromEnv() (Bootstrap, error) {
 			return nil, err
 		}
 		return Connect(addr, rank, size, os.Getenv(EnvJobID), HostIdentity())
+	}
+	if os.Getenv(EnvPMIFD) != "" || os.Getenv(EnvPMIPort) != "" {
+		return PMIFromEnv()
 	}
 	return Singleton(HostIdentity()), nil
 }
