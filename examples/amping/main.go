@@ -183,6 +183,12 @@ func main() {
 	}
 	barrier()
 	if !ringOK {
+		c.Exit(1)
+	}
+	// Close ends the rank's part in the job (under PMI launchers such as
+	// hydra, a rank that exits without it counts as failed).
+	if err := c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "amping:", err)
 		os.Exit(1)
 	}
 }
