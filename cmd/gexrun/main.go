@@ -62,6 +62,8 @@ Environment set by gexrun for every rank:
   GEX_JOBID                 job identifier, unique per launch
   GEX_HOST                  host identity (set with --pretend-hosts; a user may set it to
                             override the hostname in the nbrhd/host computation)
+  GEX_SECRET                a random per-job secret (hex) that every tcp conduit
+                            connection proves before any AM is accepted
 
 Environment read by the library in each rank:
   GASNET_MAX_SEGSIZE        maximum segment size per process: a size ("64MB", "1GB") or a
@@ -72,6 +74,11 @@ Environment read by the library in each rank:
   GEX_RCVTHREAD             1 = start a receive goroutine that runs handlers while the
                             application computes
   GEX_VERBOSE               1 = print non-fatal errors
+  GEX_CONDUIT               smp (default; every rank on this machine) or tcp (ranks on
+                            other hosts over TCP, shared memory inside each host)
+  GEX_TCP_ADDR              tcp: the IP address this rank listens on (default: this host's
+                            address); never all interfaces
+  GEX_TCP_TIMEOUT           tcp: how long connecting to a peer may take (default 30s)
 `
 
 // run is gexrun with its arguments and output streams; it returns the exit
