@@ -193,9 +193,16 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	}
 	c.computeTopology()
 	c.spinPolls = spinPolls
-	if len(c.host) > runtime.NumCPU() {
+	remote := false
+	if r, ok := cd.(interface{ HasRemote() bool }); ok {
+		remote = r.HasRemote()
+	}
+	if len(c.host) > runtime.NumCPU() || remote {
 		// GASNet's "polite" mode for overcommitted nodes: a spinning rank
-		// would hold a CPU that the rank it waits for needs.
+		// would hold a CPU that the rank it waits for needs - or, with
+		// ranks on other hosts, that the goroutines reading their sockets
+		// need (8 B put between two hosts of one rank on 2 cores: 119 us
+		// impolite, 31 us polite).
 		c.polite, c.spinPolls = true, politeSpinPolls
 	}
 	if d, ok := cd.(interface{ Done() <-chan struct{} }); ok {

@@ -747,6 +747,17 @@ func (c *Conduit) Segment(r int) conduit.SegInfo {
 	return c.peers[r].seg
 }
 
+// HasRemote reports whether some ranks are reached through Config.Remote
+// (on other hosts).
+func (c *Conduit) HasRemote() bool {
+	for p := range c.peers {
+		if c.peers[p].remote {
+			return true
+		}
+	}
+	return false
+}
+
 // Done returns the channel from Config.Done (nil for process ranks, whose job
 // ends by process exit).
 func (c *Conduit) Done() <-chan struct{} { return c.cfg.Done }
