@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"bufio"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ type Transport struct {
 	rank   int
 	size   int
 	wake   func()
-	ln     net.Listener
+	ln     *net.TCPListener
 	peers  []*link
 	in     [2]inbound // 0 requests, 1 replies
 	queued atomic.Int64
@@ -90,13 +89,9 @@ const maxRemotePayload = smp.MaxMedium
 // listening address and the timeout.
 func ConfigFromEnv(jobID string) (Config, error) {
 	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload}
-	s := os.Getenv(EnvSecret)
-	if s == "" {
-		return cfg, fmt.Errorf("tcp: %s is not set: the tcp conduit needs the job secret the launcher (gexrun) creates", EnvSecret)
-	}
-	sec, err := hex.DecodeString(s)
-	if err != nil || len(sec) < 16 {
-		return cfg, fmt.Errorf("tcp: %s is not a hex secret of at least 16 bytes", EnvSecret)
+	sec, err := SecretFromEnv()
+	if err != nil {
+		return cfg, err
 	}
 	cfg.Secret = sec
 	cfg.Addr = os.Getenv(EnvAddr)
@@ -144,7 +139,7 @@ func (t *Transport) Limits() conduit.Limits {
 func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func()) error {
 	t.b, t.rank, t.size, t.wake = b, b.Rank(), b.Size(), wake
 	t.peers = make([]*link, t.size)
-	ln, err := listen(t.cfg.Addr)
+	ln, err := listen(net.JoinHostPort(t.cfg.Addr, "0"), false)
 	if err != nil {
 		return err
 	}
@@ -168,19 +163,10 @@ func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func()) error {
 	accepted := make(chan error, 1)
 	go func() { accepted <- t.acceptFrom(lower, deadline) }()
 	for _, r := range higher {
-		c, err := dialRetry(string(addrs[r]), deadline)
+		c, err := dialAuth(string(addrs[r]), deadline, t.auth(), r)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("tcp: cannot reach rank %d at %s within %v: %w", r, addrs[r], t.cfg.Timeout, err)
-		}
-		peer, err := handshake(c, t.cfg.Secret, t.cfg.JobID, t.rank, t.size, true, t.cfg.Timeout)
-		if err == nil && peer != r {
-			err = fmt.Errorf("the peer at %s proved to be rank %d, not %d", addrs[r], peer, r)
-		}
-		if err != nil {
-			c.Close()
-			ln.Close()
-			return fmt.Errorf("tcp: connecting to rank %d: %w", r, err)
+			return fmt.Errorf("tcp: cannot connect to rank %d at %s within %v: %w", r, addrs[r], t.cfg.Timeout, err)
 		}
 		t.add(r, c)
 	}
@@ -200,9 +186,7 @@ func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
 		left[r] = true
 	}
 	for len(left) > 0 {
-		if tl, ok := t.ln.(*net.TCPListener); ok {
-			tl.SetDeadline(deadline)
-		}
+		t.ln.SetDeadline(deadline)
 		c, err := t.ln.Accept()
 		if err != nil {
 			missing := make([]int, 0, len(left))
@@ -212,19 +196,25 @@ func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
 			return fmt.Errorf("tcp: rank(s) %v did not connect within %v: %w", missing, t.cfg.Timeout, err)
 		}
 		setNoDelay(c)
-		peer, err := handshake(c, t.cfg.Secret, t.cfg.JobID, t.rank, t.size, false, t.cfg.Timeout)
+		peer, err := handshake(c, t.auth(), false, -1)
 		if err == nil && !left[peer] {
+			c.Close()
 			err = fmt.Errorf("rank %d is not expected to connect here", peer)
 		}
 		if err != nil {
+			// handshake closed c
 			fmt.Fprintf(os.Stderr, "gexgo: rank %d: refused a connection from %v: %v\n", t.rank, c.RemoteAddr(), err)
-			c.Close()
 			continue
 		}
 		delete(left, peer)
 		t.add(peer, c)
 	}
 	return nil
+}
+
+// auth is this rank's side of every handshake.
+func (t *Transport) auth() *authParams {
+	return &authParams{Secret: t.cfg.Secret, JobID: t.cfg.JobID, Rank: t.rank, Size: t.size, Timeout: min(t.cfg.Timeout, DefaultHandshakeTimeout)}
 }
 
 // add installs the connection to rank r and starts its reader.
