@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gexgo/gexgo/gex"
+	"github.com/gexgo/gexgo/internal/launch"
 )
 
 // The conformance suite runs every test body as an SPMD job twice: on the
@@ -84,6 +85,7 @@ type jobOpts struct {
 	env       []string
 	rcv       bool // receive goroutine
 	waitMode  gex.WaitMode
+	launch    func(*launch.Config) // adjusts the smp job's launch (network namespaces)
 }
 
 // setup runs in every rank after ClientInit: it registers the barrier handler

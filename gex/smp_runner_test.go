@@ -18,6 +18,9 @@ func runSMP(t *testing.T, n int, o jobOpts, body func(e *rankEnv)) {
 	if o.supernode > 0 {
 		opts = append(opts, spmdtest.Env("GASNET_SUPERNODE_MAXSIZE="+strconv.Itoa(o.supernode)))
 	}
+	if o.launch != nil {
+		opts = append(opts, spmdtest.Launch(o.launch))
+	}
 	if o.hosts != nil {
 		k := 1
 		for i := 1; i < len(o.hosts); i++ {

@@ -3,12 +3,15 @@ package gex_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gexgo/gexgo/gex"
+	"github.com/gexgo/gexgo/internal/launch"
+	"github.com/gexgo/gexgo/internal/netns"
 )
 
 // Tests of the tcp conduit on this machine: the ranks are split into pretend
@@ -32,125 +35,162 @@ func runTCP(t *testing.T, n, hosts int, o jobOpts, body func(e *rankEnv)) {
 
 // TestTCPTopology: two pretend hosts of two ranks form two neighbourhoods;
 // segments of the other host are not mapped.
-func TestTCPTopology(t *testing.T) {
-	runTCP(t, 4, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
-		nb, _ := e.c.QueryNbrhdInfo()
-		if len(nb) != 2 {
-			e.Fatalf("neighbourhood of %d ranks, want 2", len(nb))
+func TestTCPTopology(t *testing.T) { runTCP(t, 4, 2, jobOpts{segSize: 1 << 16}, tcpTopology) }
+
+func tcpTopology(e *rankEnv) {
+	nb, _ := e.c.QueryNbrhdInfo()
+	if len(nb) != 2 {
+		e.Fatalf("neighbourhood of %d ranks, want 2", len(nb))
+	}
+	for r := gex.Rank(0); r < e.size; r++ {
+		bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
+		e.wait(ev, err, "QueryBoundSegmentNB")
+		sameHost := r/2 == e.rank/2
+		if (bs.Local != nil) != sameHost {
+			e.Fatalf("rank %d's segment mapped = %v, want %v", r, bs.Local != nil, sameHost)
 		}
-		for r := gex.Rank(0); r < e.size; r++ {
-			bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
-			e.wait(ev, err, "QueryBoundSegmentNB")
-			sameHost := r/2 == e.rank/2
-			if (bs.Local != nil) != sameHost {
-				e.Fatalf("rank %d's segment mapped = %v, want %v", r, bs.Local != nil, sameHost)
-			}
-		}
-	})
+	}
 }
 
 // TestTCPAMAndRMA: AMs of every category and RMA of several sizes to every
 // rank, across the hosts and inside them.
-func TestTCPAMAndRMA(t *testing.T) {
-	runTCP(t, 4, 2, jobOpts{segSize: 1 << 20}, func(e *rankEnv) {
-		var got atomic.Int64
-		err := e.ep.RegisterHandlers([]gex.AMEntry{
-			{Index: 150, Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 2, Fn: func(tk *gex.Token, p []byte, a []gex.AMArg) {
-				if int(a[1]) != len(p) || len(p) > 0 && p[len(p)-1] != byte(a[0]) {
-					panic(fmt.Sprintf("medium of %d bytes, arg says %d", len(p), a[1]))
-				}
-				if err := tk.ReplyShort(151, 0, a[0]); err != nil {
-					panic(err)
-				}
-			}},
-			{Index: 151, Flags: gex.FlagAMShort | gex.FlagAMReply, NArgs: 1, Fn: func(_ *gex.Token, _ []byte, a []gex.AMArg) { got.Add(1) }},
-		})
-		e.Check(err, "RegisterHandlers")
-		e.Barrier()
-		sent := 0
-		for r := gex.Rank(0); r < e.size; r++ {
-			for _, n := range []int{0, 1, 1000, 60000} {
-				p := bytes.Repeat([]byte{byte(r)}, n)
-				e.Check(e.tm.RequestMedium(r, 150, p, gex.EventNow, 0, int32(r), int32(n)), "RequestMedium")
-				sent++
-			}
-		}
-		e.Check(e.c.BlockUntil(func() bool { return got.Load() == int64(sent) }), "BlockUntil(replies)")
+func TestTCPAMAndRMA(t *testing.T) { runTCP(t, 4, 2, jobOpts{segSize: 1 << 20}, tcpAMAndRMA) }
 
-		own := e.seg.Bytes()
-		for i := range own {
-			own[i] = byte(int(e.rank)*7 + i)
+func tcpAMAndRMA(e *rankEnv) {
+	var got atomic.Int64
+	err := e.ep.RegisterHandlers([]gex.AMEntry{
+		{Index: 150, Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 2, Fn: func(tk *gex.Token, p []byte, a []gex.AMArg) {
+			if int(a[1]) != len(p) || len(p) > 0 && p[len(p)-1] != byte(a[0]) {
+				panic(fmt.Sprintf("medium of %d bytes, arg says %d", len(p), a[1]))
+			}
+			if err := tk.ReplyShort(151, 0, a[0]); err != nil {
+				panic(err)
+			}
+		}},
+		{Index: 151, Flags: gex.FlagAMShort | gex.FlagAMReply, NArgs: 1, Fn: func(_ *gex.Token, _ []byte, a []gex.AMArg) { got.Add(1) }},
+	})
+	e.Check(err, "RegisterHandlers")
+	e.Barrier()
+	sent := 0
+	for r := gex.Rank(0); r < e.size; r++ {
+		for _, n := range []int{0, 1, 1000, 60000} {
+			p := bytes.Repeat([]byte{byte(r)}, n)
+			e.Check(e.tm.RequestMedium(r, 150, p, gex.EventNow, 0, int32(r), int32(n)), "RequestMedium")
+			sent++
 		}
-		e.Barrier()
-		for r := gex.Rank(0); r < e.size; r++ {
-			bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
-			e.wait(ev, err, "QueryBoundSegmentNB")
-			for _, n := range []int{8, 4096, 300000} {
-				buf := make([]byte, n)
-				e.Check(e.tm.GetBlocking(buf, r, bs.Owner+gex.Addr(n), 0), "GetBlocking")
-				for i, b := range buf {
-					if want := byte(int(r)*7 + n + i); b != want {
-						e.Fatalf("get of %d bytes from rank %d: byte %d = %d, want %d", n, r, i, b, want)
-					}
+	}
+	e.Check(e.c.BlockUntil(func() bool { return got.Load() == int64(sent) }), "BlockUntil(replies)")
+
+	own := e.seg.Bytes()
+	for i := range own {
+		own[i] = byte(int(e.rank)*7 + i)
+	}
+	e.Barrier()
+	for r := gex.Rank(0); r < e.size; r++ {
+		bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
+		e.wait(ev, err, "QueryBoundSegmentNB")
+		for _, n := range []int{8, 4096, 300000} {
+			buf := make([]byte, n)
+			e.Check(e.tm.GetBlocking(buf, r, bs.Owner+gex.Addr(n), 0), "GetBlocking")
+			for i, b := range buf {
+				if want := byte(int(r)*7 + n + i); b != want {
+					e.Fatalf("get of %d bytes from rank %d: byte %d = %d, want %d", n, r, i, b, want)
 				}
 			}
 		}
-		e.Barrier()
-		// Every rank puts its rank into its slot of every segment.
-		for r := gex.Rank(0); r < e.size; r++ {
-			bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
-			e.wait(ev, err, "QueryBoundSegmentNB")
-			e.Check(e.tm.PutBlocking(r, bs.Owner+gex.Addr(8*e.rank), u64s(uint64(e.rank)+100), 0), "PutBlocking")
+	}
+	e.Barrier()
+	// Every rank puts its rank into its slot of every segment.
+	for r := gex.Rank(0); r < e.size; r++ {
+		bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
+		e.wait(ev, err, "QueryBoundSegmentNB")
+		e.Check(e.tm.PutBlocking(r, bs.Owner+gex.Addr(8*e.rank), u64s(uint64(e.rank)+100), 0), "PutBlocking")
+	}
+	e.Barrier()
+	for r := 0; r < int(e.size); r++ {
+		if v := binary.LittleEndian.Uint64(own[8*r:]); v != uint64(r)+100 {
+			e.Fatalf("slot %d = %d, want %d", r, v, r+100)
 		}
-		e.Barrier()
-		for r := 0; r < int(e.size); r++ {
-			if v := binary.LittleEndian.Uint64(own[8*r:]); v != uint64(r)+100 {
-				e.Fatalf("slot %d = %d, want %d", r, v, r+100)
-			}
-		}
-	})
+	}
 }
 
 // TestTCPAtomicsAndCollectives: FADDs on one counter from every rank, and
 // the collectives, across hosts.
 func TestTCPAtomicsAndCollectives(t *testing.T) {
-	runTCP(t, 4, 2, jobOpts{segSize: 2 << 20}, func(e *rankEnv) {
-		ad, err := gex.ADCreate[uint64](e.tm, gex.DTU64, gex.OPFAdd|gex.OPGet, 0)
-		e.Check(err, "ADCreate")
-		bs, ev, err := e.tm.QueryBoundSegmentNB(0, 0)
-		e.wait(ev, err, "QueryBoundSegmentNB")
-		const k = 500
-		var old uint64
-		for i := 0; i < k; i++ {
-			ev, err := ad.OpNB(&old, 0, bs.Owner, gex.OPFAdd, 1, 0, 0)
-			e.wait(ev, err, "FADD")
-		}
-		e.collBarrier(e.tm)
-		if e.rank == 3 {
-			ev, err := ad.OpNB(&old, 0, bs.Owner, gex.OPGet, 0, 0, 0)
-			e.wait(ev, err, "GET")
-			if old != k*uint64(e.size) {
-				e.Fatalf("counter = %d, want %d", old, k*uint64(e.size))
-			}
-		}
-		e.collBarrier(e.tm)
-		e.Check(ad.Destroy(), "AD.Destroy")
+	runTCP(t, 4, 2, jobOpts{segSize: 2 << 20}, tcpAtomicsAndCollectives)
+}
 
-		for root := gex.Rank(0); root < e.size; root++ {
-			want := make([]byte, 1<<20+1)
-			bcastPattern(want, root, 9)
-			dst := make([]byte, len(want))
-			ev, err := e.tm.BroadcastNB(root, dst, want, len(want), 0)
-			e.wait(ev, err, "BroadcastNB")
-			if !bytes.Equal(dst, want) {
-				e.Fatalf("broadcast from %d across hosts: wrong bytes", root)
+func tcpAtomicsAndCollectives(e *rankEnv) {
+	ad, err := gex.ADCreate[uint64](e.tm, gex.DTU64, gex.OPFAdd|gex.OPGet, 0)
+	e.Check(err, "ADCreate")
+	bs, ev, err := e.tm.QueryBoundSegmentNB(0, 0)
+	e.wait(ev, err, "QueryBoundSegmentNB")
+	const k = 500
+	var old uint64
+	for i := 0; i < k; i++ {
+		ev, err := ad.OpNB(&old, 0, bs.Owner, gex.OPFAdd, 1, 0, 0)
+		e.wait(ev, err, "FADD")
+	}
+	e.collBarrier(e.tm)
+	if e.rank == 3 {
+		ev, err := ad.OpNB(&old, 0, bs.Owner, gex.OPGet, 0, 0, 0)
+		e.wait(ev, err, "GET")
+		if old != k*uint64(e.size) {
+			e.Fatalf("counter = %d, want %d", old, k*uint64(e.size))
+		}
+	}
+	e.collBarrier(e.tm)
+	e.Check(ad.Destroy(), "AD.Destroy")
+
+	for root := gex.Rank(0); root < e.size; root++ {
+		want := make([]byte, 1<<20+1)
+		bcastPattern(want, root, 9)
+		dst := make([]byte, len(want))
+		ev, err := e.tm.BroadcastNB(root, dst, want, len(want), 0)
+		e.wait(ev, err, "BroadcastNB")
+		if !bytes.Equal(dst, want) {
+			e.Fatalf("broadcast from %d across hosts: wrong bytes", root)
+		}
+	}
+	dst := make([]byte, 8)
+	ev, err = e.tm.ReduceToAllNB(dst, u64s(uint64(e.rank)+1), gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+	e.wait(ev, err, "ReduceToAllNB")
+	if got := binary.LittleEndian.Uint64(dst); got != 10 {
+		e.Fatalf("sum = %d, want 10", got)
+	}
+}
+
+// TestNetns runs the tcp conduit tests across two hosts made of network
+// namespaces joined by veth links to a private bridge (internal/netns), two
+// ranks per host: shared memory inside a host, TCP over the links between
+// them. The bootstrap socket is a path (abstract sockets are per namespace).
+func TestNetns(t *testing.T) {
+	if os.Getenv(envConduit) == "loop" {
+		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
+	}
+	o := jobOpts{segSize: 2 << 20, env: []string{"GEX_CONDUIT=tcp"}}
+	if !inRank() {
+		n, err := netns.Setup(2)
+		if errors.Is(err, netns.ErrUnavailable) {
+			t.Skipf("multi-host tests need network namespaces: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		dir := t.TempDir()
+		o.launch = func(c *launch.Config) {
+			c.SocketDir = dir
+			c.Wrap = func(r int) ([]string, []string) {
+				h := r * 2 / c.N
+				return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
 			}
 		}
-		dst := make([]byte, 8)
-		ev, err = e.tm.ReduceToAllNB(dst, u64s(uint64(e.rank)+1), gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
-		e.wait(ev, err, "ReduceToAllNB")
-		if got := binary.LittleEndian.Uint64(dst); got != 10 {
-			e.Fatalf("sum = %d, want 10", got)
-		}
-	})
+	}
+	for _, tc := range []struct {
+		name string
+		body func(*rankEnv)
+	}{{"topology", tcpTopology}, {"am-rma", tcpAMAndRMA}, {"atomics-collectives", tcpAtomicsAndCollectives}} {
+		t.Run(tc.name, func(t *testing.T) { runSMP(t, 4, o, tc.body) })
+	}
 }

@@ -75,6 +75,16 @@ type Config struct {
 	// names): 1 to 64 characters of [A-Za-z0-9_-], unique among running
 	// jobs. Empty means NewJobID().
 	JobID string
+	// SocketDir, if set, puts the bootstrap socket in this directory
+	// (gexgo-<jobid>.sock) instead of the abstract namespace, so that ranks
+	// in other network namespaces (whose abstract sockets are their own)
+	// reach it.
+	SocketDir string
+	// Wrap, if set, gives per rank a command prefix (argv[0] looked up in
+	// PATH; e.g. "ip netns exec NS") run in place of the program, which
+	// follows it, and extra environment ("K=V", applied last). Used to start
+	// ranks in network namespaces.
+	Wrap func(rank int) (prefix, env []string)
 	// Stdout and Stderr receive the ranks' standard output and error, and
 	// Stderr the launcher's messages. nil means os.Stdout and os.Stderr. Writes
 	// are serialized; the same writer may be given for both.
@@ -246,7 +256,12 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	defer cleanup()
 
-	srv, err := Listen(cfg.JobID, cfg.N)
+	addr := SocketName(cfg.JobID)
+	if cfg.SocketDir != "" {
+		addr = filepath.Join(cfg.SocketDir, "gexgo-"+cfg.JobID+".sock")
+		defer os.Remove(addr)
+	}
+	srv, err := ListenAt(addr, cfg.N)
 	if err != nil {
 		return j.fail(err.Error())
 	}
@@ -283,7 +298,20 @@ func (j *job) run(ctx context.Context) (int, error) {
 
 	argv := append([]string{exe}, cfg.Args...)
 	for r := 0; r < cfg.N; r++ {
-		rp, err := j.start(sp, r, exe, argv, envs[r], devnull)
+		rexe, rargv, renv := exe, argv, envs[r]
+		if cfg.Wrap != nil {
+			prefix, extra := cfg.Wrap(r)
+			if len(prefix) > 0 {
+				p, err := exec.LookPath(prefix[0])
+				if err != nil {
+					j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
+					break
+				}
+				rexe, rargv = p, append(append([]string(nil), prefix...), argv...)
+			}
+			renv = dedupEnv(append(append([]string(nil), renv...), extra...))
+		}
+		rp, err := j.start(sp, r, rexe, rargv, renv, devnull)
 		if err != nil {
 			j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
 			break

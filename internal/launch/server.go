@@ -111,11 +111,14 @@ func SocketName(jobID string) string { return "@gexgo-" + jobID }
 
 // Listen starts the bootstrap server of a job of size ranks on
 // SocketName(jobID).
-func Listen(jobID string, size int) (*Server, error) {
+func Listen(jobID string, size int) (*Server, error) { return ListenAt(SocketName(jobID), size) }
+
+// ListenAt starts the bootstrap server on the Unix socket addr ("@name":
+// abstract, else a path).
+func ListenAt(addr string, size int) (*Server, error) {
 	if size < 1 || size > MaxRanks {
 		return nil, fmt.Errorf("launch: Listen: size %d is out of range [1, %d]", size, MaxRanks)
 	}
-	addr := SocketName(jobID)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("launch: bootstrap socket: %w", err)

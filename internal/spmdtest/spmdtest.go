@@ -71,6 +71,7 @@ type options struct {
 	pretendHosts int
 	code         int
 	output       *string
+	launch       []func(*launch.Config)
 }
 
 // Option changes how Run starts and judges a job.
@@ -102,6 +103,12 @@ func ExpectExit(code int) Option {
 // launcher lines "gexrun: ...") in *dst once the job has ended.
 func Output(dst *string) Option {
 	return func(o *options) { o.output = dst }
+}
+
+// Launch lets f adjust the job's launch.Config before it starts (for
+// example Wrap and SocketDir, to start ranks in network namespaces).
+func Launch(f func(*launch.Config)) Option {
+	return func(o *options) { o.launch = append(o.launch, f) }
 }
 
 // InRank reports whether this process is a rank started by Run.
@@ -181,7 +188,7 @@ func Run(t *testing.T, n int, body func(t *testing.T), opts ...Option) {
 	)
 	jobID := launch.NewJobID()
 	var out lockedBuffer
-	code, _ := launch.Run(context.Background(), launch.Config{
+	lcfg := launch.Config{
 		N:            n,
 		Program:      exe,
 		Args:         args,
@@ -192,7 +199,11 @@ func Run(t *testing.T, n int, body func(t *testing.T), opts ...Option) {
 		JobID:        jobID,
 		Stdout:       &out,
 		Stderr:       &out,
-	})
+	}
+	for _, f := range o.launch {
+		f(&lcfg)
+	}
+	code, _ := launch.Run(context.Background(), lcfg)
 	output := out.String()
 	if o.output != nil {
 		*o.output = output
