@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 type fakeBoot struct {
 	rank, size int
 	j          *fakeJob
+	aborts     chan string // if set, Abort reports here instead of panicking
 }
 
 type fakeJob struct {
@@ -55,7 +58,12 @@ func (b *fakeBoot) AllGather(mine []byte) ([][]byte, error) {
 }
 func (b *fakeBoot) Barrier() error   { _, err := b.AllGather(nil); return err }
 func (b *fakeBoot) Exit(code int)    { panic(fmt.Sprint("exit ", code)) }
-func (b *fakeBoot) Abort(msg string) { panic("abort: " + msg) }
+func (b *fakeBoot) Abort(msg string) {
+	if b.aborts == nil {
+		panic("abort: " + msg)
+	}
+	b.aborts <- msg
+}
 func (b *fakeBoot) OnExit(fn func()) {}
 func (b *fakeBoot) Close() error     { return nil }
 
@@ -112,5 +120,56 @@ func TestAcceptRefusesIntruder(t *testing.T) {
 	}
 	if string(got) != "hello" {
 		t.Fatalf("rank 1 got %q", got)
+	}
+}
+
+// TestUnreachablePeer: a rank whose peer never answers gives up after the
+// configured timeout with an error naming the peer.
+func TestUnreachablePeer(t *testing.T) {
+	secret := bytes.Repeat([]byte{5}, 32)
+	cfg := Config{Secret: secret, JobID: "testjob", Addr: "127.0.0.1", Timeout: 300 * time.Millisecond, MaxPayload: 1 << 16}
+	// Rank 1's "address" is a port nobody listens on.
+	ln, err := listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	j := newFakeJob(2)
+	go func() { // rank 1's side of the address exchange only
+		(&fakeBoot{rank: 1, size: 2, j: j}).AllGather([]byte(dead))
+	}()
+	t0 := New(cfg)
+	start := time.Now()
+	err = t0.Start(&fakeBoot{rank: 0, size: 2, j: j}, []bool{false, true}, func() {})
+	if err == nil || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("Start with an unreachable peer: %v, want an error naming rank 1", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("gave up after %v, want about the 300 ms timeout", d)
+	}
+}
+
+// TestConnectionReset: a connection that breaks in the middle of a frame
+// ends the job (through the bootstrap's Abort) with a message naming the
+// peer, instead of leaving the rank waiting for bytes that will not come.
+func TestConnectionReset(t *testing.T) {
+	aborts := make(chan string, 1)
+	t1 := New(Config{MaxPayload: 1 << 16})
+	t1.b, t1.rank, t1.size, t1.wake, t1.peers = &fakeBoot{rank: 1, size: 2, aborts: aborts}, 1, 2, func() {}, make([]*link, 2)
+	a, b := net.Pipe()
+	t1.add(0, a)
+	defer t1.Close()
+	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 200}
+	frame := appendAM(nil, &h, make([]byte, 1000))
+	b.Write(frame[:len(frame)/2]) // half a frame, then the connection breaks
+	b.Close()
+	select {
+	case msg := <-aborts:
+		if !strings.Contains(msg, "rank 0") {
+			t.Fatalf("abort message %q does not name rank 0", msg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a connection broken mid-frame did not end the job")
 	}
 }
