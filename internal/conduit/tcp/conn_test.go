@@ -56,8 +56,8 @@ func (b *fakeBoot) AllGather(mine []byte) ([][]byte, error) {
 	}
 	return j.round[g], nil
 }
-func (b *fakeBoot) Barrier() error   { _, err := b.AllGather(nil); return err }
-func (b *fakeBoot) Exit(code int)    { panic(fmt.Sprint("exit ", code)) }
+func (b *fakeBoot) Barrier() error { _, err := b.AllGather(nil); return err }
+func (b *fakeBoot) Exit(code int)  { panic(fmt.Sprint("exit ", code)) }
 func (b *fakeBoot) Abort(msg string) {
 	if b.aborts == nil {
 		panic("abort: " + msg)
