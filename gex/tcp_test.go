@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gexgo/gexgo/gex"
 	"github.com/gexgo/gexgo/internal/launch"
 	"github.com/gexgo/gexgo/internal/netns"
+	"github.com/gexgo/gexgo/internal/spmdtest"
 )
 
 // Tests of the tcp conduit on this machine: the ranks are split into pretend
@@ -192,5 +196,53 @@ func TestNetns(t *testing.T) {
 		body func(*rankEnv)
 	}{{"topology", tcpTopology}, {"am-rma", tcpAMAndRMA}, {"atomics-collectives", tcpAtomicsAndCollectives}} {
 		t.Run(tc.name, func(t *testing.T) { runSMP(t, 4, o, tc.body) })
+	}
+}
+
+// TestNetnsHostLost: both ranks of one host die (SIGKILL) while the other
+// host's ranks wait for them in a barrier; the job ends within 5 s with a
+// message naming a lost rank, and nothing is left behind (spmdtest checks
+// for leftover processes and shared memory).
+func TestNetnsHostLost(t *testing.T) {
+	if os.Getenv(envConduit) == "loop" {
+		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
+	}
+	var opts []spmdtest.Option
+	var out string
+	if !inRank() {
+		n, err := netns.Setup(2)
+		if errors.Is(err, netns.ErrUnavailable) {
+			t.Skipf("multi-host tests need network namespaces: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		dir := t.TempDir()
+		opts = append(opts, spmdtest.Env("GEX_CONDUIT=tcp"), spmdtest.ExpectExit(1), spmdtest.Output(&out),
+			spmdtest.Timeout(5*time.Second), spmdtest.Launch(func(c *launch.Config) {
+				c.SocketDir = dir
+				c.Wrap = func(r int) ([]string, []string) {
+					h := r * 2 / c.N
+					return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
+				}
+			}))
+	}
+	spmdtest.Run(t, 4, func(t *testing.T) {
+		_, _, tm, err := gex.ClientInit("HOSTLOST", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, _ := tm.BarrierNB(0)
+		ev.Wait()
+		if tm.QueryRank() >= 2 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		ev, _ = tm.BarrierNB(0) // never completes: host 1 is gone
+		ev.Wait()
+		t.Fatal("the barrier completed without the lost host")
+	}, opts...)
+	if !inRank() && !regexp.MustCompile(`rank [23] \(pid \d+\) was killed by signal SIGKILL`).MatchString(out) {
+		t.Fatalf("the job's output does not name a lost rank:\n%s", out)
 	}
 }
