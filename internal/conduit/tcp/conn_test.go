@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gexgo/gexgo/internal/conduit"
+
+	"github.com/gexgo/gexgo/internal/auth"
 )
 
 // fakeBoot is an in-process bootstrap for transports of one test: AllGather
@@ -86,8 +88,8 @@ func TestAcceptRefusesIntruder(t *testing.T) {
 	go func() { accepted <- t1.acceptFrom([]int{0}, time.Now().Add(5*time.Second)) }()
 
 	_, err = dialAuth(ln.Addr().String(), time.Now().Add(2*time.Second),
-		&authParams{Secret: bytes.Repeat([]byte{6}, 32), JobID: "testjob", Rank: 0, Size: 2, Timeout: 2 * time.Second}, 1)
-	var ae *AuthError
+		&auth.Params{Secret: bytes.Repeat([]byte{6}, 32), JobID: "testjob", Rank: 0, Size: 2, Timeout: 2 * time.Second}, 1)
+	var ae *auth.AuthError
 	if !errors.As(err, &ae) {
 		t.Fatalf("intruder's handshake: %v, want an authentication error", err)
 	}

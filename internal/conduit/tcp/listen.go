@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/gexgo/gexgo/internal/auth"
 )
 
 // listen listens for TCP on addr ("host:port", port 0 = any free port). The
@@ -84,12 +86,12 @@ func dial(addr string, deadline time.Time) (*net.TCPConn, error) {
 
 // dialAuth dials the rank expect at addr (retrying until deadline) and runs
 // the handshake as the dialer.
-func dialAuth(addr string, deadline time.Time, p *authParams, expect int) (*net.TCPConn, error) {
+func dialAuth(addr string, deadline time.Time, p *auth.Params, expect int) (*net.TCPConn, error) {
 	c, err := dial(addr, deadline)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := handshake(c, p, true, expect); err != nil {
+	if _, err := auth.Handshake(c, p, true, expect); err != nil {
 		return nil, err // handshake closed c
 	}
 	return c, nil
@@ -101,7 +103,7 @@ func dialAuth(addr string, deadline time.Time, p *authParams, expect int) (*net.
 // handed to handle with the peer's rank, a failed one is closed and the error
 // passed to logf. acceptLoop returns nil when l is closed and waits for the
 // handshakes in progress (each bounded by p.Timeout) before returning.
-func acceptLoop(l net.Listener, p *authParams, handle func(c *net.TCPConn, peerRank int), logf func(format string, args ...any)) error {
+func acceptLoop(l net.Listener, p *auth.Params, handle func(c *net.TCPConn, peerRank int), logf func(format string, args ...any)) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	backoff := 5 * time.Millisecond
@@ -136,7 +138,7 @@ func acceptLoop(l net.Listener, p *authParams, handle func(c *net.TCPConn, peerR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := handshake(tc, p, false, -1)
+			r, err := auth.Handshake(tc, p, false, -1)
 			if err != nil {
 				logf("%v", err)
 				return

@@ -1,7 +1,10 @@
 package tcp
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"github.com/gexgo/gexgo/internal/auth"
 	"net"
 	"slices"
 	"strings"
@@ -121,7 +124,7 @@ func TestAcceptLoop(t *testing.T) {
 		}
 		c.Close()
 	}
-	if _, err := dialAuth(addr, deadline, params(0, []byte("a different secret, 32 bytes ..."), "j"), 1); reason(err) != ReasonBadProof {
+	if _, err := dialAuth(addr, deadline, params(0, []byte("a different secret, 32 bytes ..."), "j"), 1); reason(err) != auth.ReasonBadProof {
 		t.Fatalf("wrong secret: %v", err)
 	}
 	time.Sleep(600 * time.Millisecond) // the stalled handshake times out
@@ -143,9 +146,9 @@ func TestAcceptLoop(t *testing.T) {
 	var timeouts, rejected int
 	for _, s := range logs {
 		switch {
-		case strings.Contains(s, ReasonTimeout):
+		case strings.Contains(s, auth.ReasonTimeout):
 			timeouts++
-		case strings.Contains(s, ReasonRejected):
+		case strings.Contains(s, auth.ReasonRejected):
 			rejected++
 		}
 	}
@@ -153,4 +156,19 @@ func TestAcceptLoop(t *testing.T) {
 		t.Fatalf("logs %q: want one timeout and one rejection", logs)
 	}
 	t.Logf("logged: %q", logs)
+}
+
+var testSecret = bytes.Repeat([]byte{0x5A}, auth.SecretLen)
+
+func params(rank int, secret []byte, job string) *auth.Params {
+	return &auth.Params{Secret: secret, JobID: job, Rank: rank, Size: 4, Timeout: 2 * time.Second}
+}
+
+// reason is the reason of an authentication failure, or "".
+func reason(err error) string {
+	var ae *auth.AuthError
+	if errors.As(err, &ae) {
+		return ae.Reason
+	}
+	return ""
 }

@@ -14,13 +14,15 @@ import (
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/conduit/smp"
+
+	"github.com/gexgo/gexgo/internal/auth"
 )
 
 // Transport carries AMs between ranks on different hosts over TCP; it is the
 // smp conduit's Remote (ranks on one host keep using shared memory). Every
 // pair of ranks on different hosts has one connection, set up at Start: the
 // lower rank dials, the higher accepts, and both prove the job secret before
-// any frame (auth.go). A reader goroutine per connection moves arriving frames
+// any frame (internal/auth). A reader goroutine per connection moves arriving frames
 // into an inbound queue (requests and replies apart) and rings the rank's
 // doorbell; Poll delivers them on the polling goroutine, so handlers run
 // where gex expects. Sends write the frame header and the payload with one
@@ -89,7 +91,7 @@ const maxRemotePayload = smp.MaxMedium
 // listening address and the timeout.
 func ConfigFromEnv(jobID string) (Config, error) {
 	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload}
-	sec, err := SecretFromEnv()
+	sec, err := auth.SecretFromEnv()
 	if err != nil {
 		return cfg, err
 	}
@@ -196,7 +198,7 @@ func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
 			return fmt.Errorf("tcp: rank(s) %v did not connect within %v: %w", missing, t.cfg.Timeout, err)
 		}
 		setNoDelay(c)
-		peer, err := handshake(c, t.auth(), false, -1)
+		peer, err := auth.Handshake(c, t.auth(), false, -1)
 		if err == nil && !left[peer] {
 			c.Close()
 			err = fmt.Errorf("rank %d is not expected to connect here", peer)
@@ -213,8 +215,8 @@ func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
 }
 
 // auth is this rank's side of every handshake.
-func (t *Transport) auth() *authParams {
-	return &authParams{Secret: t.cfg.Secret, JobID: t.cfg.JobID, Rank: t.rank, Size: t.size, Timeout: min(t.cfg.Timeout, DefaultHandshakeTimeout)}
+func (t *Transport) auth() *auth.Params {
+	return &auth.Params{Secret: t.cfg.Secret, JobID: t.cfg.JobID, Rank: t.rank, Size: t.size, Timeout: min(t.cfg.Timeout, auth.DefaultHandshakeTimeout)}
 }
 
 // add installs the connection to rank r and starts its reader.

@@ -2,7 +2,7 @@
 // hosts): the frame codec for Active Messages and control messages on a TCP
 // stream (wire.go), the send-side batcher that coalesces small frames into one
 // writev (batch.go), the per-job secret handshake every connection runs before
-// its first frame (auth.go), and listening, dialing and accepting (listen.go).
+// its first frame (package internal/auth), and listening, dialing and accepting (listen.go).
 package tcp
 
 import (

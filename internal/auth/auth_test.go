@@ -1,4 +1,4 @@
-package tcp
+package auth
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 
 var testSecret = bytes.Repeat([]byte{0x5A}, SecretLen)
 
-func params(rank int, secret []byte, job string) *authParams {
-	return &authParams{Secret: secret, JobID: job, Rank: rank, Size: 4, Timeout: 2 * time.Second}
+func params(rank int, secret []byte, job string) *Params {
+	return &Params{Secret: secret, JobID: job, Rank: rank, Size: 4, Timeout: 2 * time.Second}
 }
 
 type result struct {
@@ -25,15 +25,15 @@ type result struct {
 
 // runPair runs the handshake on both ends of a loopback TCP connection: the
 // dialer with pd (expecting rank expect), the acceptor with pa.
-func runPair(t *testing.T, pd, pa *authParams, expect int) (d, a result) {
+func runPair(t *testing.T, pd, pa *Params, expect int) (d, a result) {
 	t.Helper()
 	dc, ac := tcpPair(t)
 	ch := make(chan result, 1)
 	go func() {
-		r, err := handshake(ac, pa, false, -1)
+		r, err := Handshake(ac, pa, false, -1)
 		ch <- result{r, err}
 	}()
-	r, err := handshake(dc, pd, true, expect)
+	r, err := Handshake(dc, pd, true, expect)
 	return result{r, err}, <-ch
 }
 
@@ -60,26 +60,22 @@ func TestHandshakeConnUsable(t *testing.T) {
 	dc, ac := tcpPair(t)
 	ch := make(chan error, 1)
 	go func() {
-		_, err := handshake(ac, params(1, testSecret, "j"), false, -1)
+		_, err := Handshake(ac, params(1, testSecret, "j"), false, -1)
 		ch <- err
 	}()
-	if _, err := handshake(dc, params(0, testSecret, "j"), true, 1); err != nil {
+	if _, err := Handshake(dc, params(0, testSecret, "j"), true, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-ch; err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2200 * time.Millisecond) // past the handshake's 2 s deadline
-	if _, err := dc.Write(appendControl(nil, ctrlHello, 5, nil)); err != nil {
+	if _, err := dc.Write([]byte("first bytes")); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, frameFixed)
-	if _, err := io.ReadFull(ac, buf); err != nil {
-		t.Fatal(err)
-	}
-	var h frameHeader
-	if _, _, err := parseFrame(buf, &h, 0); err != nil || h.Op != ctrlHello || h.Value != 5 {
-		t.Fatalf("first frame after the handshake: %+v %v", h, err)
+	buf := make([]byte, len("first bytes"))
+	if _, err := io.ReadFull(ac, buf); err != nil || string(buf) != "first bytes" {
+		t.Fatalf("first bytes after the handshake: %q %v", buf, err)
 	}
 }
 
@@ -120,7 +116,7 @@ func rawServer(t *testing.T, timeout time.Duration) (client net.Conn, done chan 
 	p.Timeout = timeout
 	done = make(chan result, 1)
 	go func() {
-		r, err := handshake(ac, p, false, -1)
+		r, err := Handshake(ac, p, false, -1)
 		done <- result{r, err}
 	}()
 	return dc, done
@@ -202,10 +198,10 @@ func TestHandshakeReplay(t *testing.T) {
 	rd := &recConn{Conn: dc}
 	ch := make(chan error, 1)
 	go func() {
-		_, err := handshake(ac, params(1, testSecret, "j"), false, -1)
+		_, err := Handshake(ac, params(1, testSecret, "j"), false, -1)
 		ch <- err
 	}()
-	if _, err := handshake(rd, params(0, testSecret, "j"), true, 1); err != nil {
+	if _, err := Handshake(rd, params(0, testSecret, "j"), true, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-ch; err != nil {
@@ -226,18 +222,18 @@ func TestHandshakeReplay(t *testing.T) {
 		io.ReadFull(a2, make([]byte, hOffJob+1)) // the dialer's hello
 		a2.Write(acceptorBytes)
 	}()
-	if _, err := handshake(d2, params(0, testSecret, "j"), true, 1); reason(err) != ReasonBadProof {
+	if _, err := Handshake(d2, params(0, testSecret, "j"), true, 1); reason(err) != ReasonBadProof {
 		t.Fatalf("replayed acceptor transcript: %v", err)
 	}
 }
 
 func TestHandshakeBadConfig(t *testing.T) {
 	dc, _ := tcpPair(t)
-	if _, err := handshake(dc, params(0, []byte("short"), "j"), true, -1); reason(err) != ReasonConfig {
+	if _, err := Handshake(dc, params(0, []byte("short"), "j"), true, -1); reason(err) != ReasonConfig {
 		t.Fatalf("5-byte secret: %v", err)
 	}
 	dc, _ = tcpPair(t)
-	if _, err := handshake(dc, params(4, testSecret, "j"), true, -1); reason(err) != ReasonConfig {
+	if _, err := Handshake(dc, params(4, testSecret, "j"), true, -1); reason(err) != ReasonConfig {
 		t.Fatalf("rank 4 of 4: %v", err)
 	}
 }
@@ -303,7 +299,7 @@ func (c constReader) Read(p []byte) (int, error) {
 // the dialer's proof over the server's (here deterministic) nonce.
 func FuzzHandshakeServer(f *testing.F) {
 	const job = "fuzzjob"
-	server := func() *authParams {
+	server := func() *Params {
 		p := params(1, testSecret, job)
 		p.Rand = constReader(0x33)
 		return p
@@ -324,7 +320,7 @@ func FuzzHandshakeServer(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := &fakeConn{in: bytes.NewReader(b)}
-		r, err := handshake(c, server(), false, -1)
+		r, err := Handshake(c, server(), false, -1)
 		if err != nil {
 			if !errors.Is(err, ErrAuth) {
 				t.Fatalf("error not wrapping ErrAuth: %v", err)
@@ -347,4 +343,39 @@ func FuzzHandshakeServer(f *testing.F) {
 			t.Fatalf("accepted a wrong proof")
 		}
 	})
+}
+
+// tcpPair is a connected pair of loopback TCP connections.
+func tcpPair(t testing.TB) (a, b *net.TCPConn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			ch <- nil
+			return
+		}
+		ch <- c
+	}()
+	d, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-ch
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	a, b = d.(*net.TCPConn), s.(*net.TCPConn)
+	for _, c := range []*net.TCPConn{a, b} {
+		if err := c.SetNoDelay(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }

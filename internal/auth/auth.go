@@ -1,4 +1,9 @@
-package tcp
+// Package auth is the per-job secret and the mutual challenge-response every
+// network connection of a job runs before anything else: the tcp conduit's
+// connections between ranks, and ranks joining the launcher's bootstrap over
+// TCP (ssh-spawned ranks). The launcher makes the secret (NewSecret) and
+// passes it to every rank in EnvSecret.
+package auth
 
 import (
 	"crypto/hmac"
@@ -151,8 +156,8 @@ func (e *AuthError) Unwrap() []error {
 	return []error{ErrAuth}
 }
 
-// authParams are what one rank brings to every handshake.
-type authParams struct {
+// Params are what one rank brings to every handshake.
+type Params struct {
 	Secret  []byte        // the job secret (>= 16 bytes)
 	JobID   string        // the job's id (boot.Bootstrap.JobID), at most maxJobID bytes
 	Rank    int           // this rank
@@ -167,7 +172,7 @@ type authParams struct {
 // to reach; the acceptor passes expect -1. On failure c is closed and the
 // error is an *AuthError naming the peer's address and the reason. On success
 // c's deadlines are cleared.
-func handshake(c net.Conn, p *authParams, dialer bool, expect int) (peerRank int, err error) {
+func Handshake(c net.Conn, p *Params, dialer bool, expect int) (peerRank int, err error) {
 	peer := "?"
 	if a := c.RemoteAddr(); a != nil {
 		peer = a.String()
