@@ -1,7 +1,8 @@
 // Command gexrun starts a gexgo job: N ranks of one program on this machine,
 // connected by the bootstrap socket, supervised until every rank has ended.
 //
-//	gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K] PROGRAM [ARGS...]
+//	gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K]
+//	       [--hosts H1,H2,... | --hostfile F] [--ssh CMD] [--boot-addr IP] PROGRAM [ARGS...]
 //
 // PROGRAM is an executable file, a command in PATH, or a Go package path
 // (built first, like "go run"). Run "gexrun --help" for the flags and the
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/gexgo/gexgo/internal/launch"
 )
@@ -26,7 +28,7 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K] PROGRAM [ARGS...]"
+const synopsis = "usage: gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K] [--hosts H1,H2,...|--hostfile F] [--ssh CMD] [--boot-addr IP] PROGRAM [ARGS...]"
 
 // usageText is printed by --help. Keep the tables in step with the flags
 // and with the environment variables of packages boot, launch and gex.
@@ -44,6 +46,16 @@ Flags:
   --grace D           time between SIGTERM and SIGKILL when stopping ranks (default 1s)
   --pretend-hosts K   split the ranks into K consecutive blocks that act as K hosts
                       (GEX_HOST=<hostname>-h<k>), 0..N (default 0 = one host)
+  --hosts H1,H2,...   start the ranks on these hosts through ssh, in blocks (rank r on
+                      host r*H/N); PROGRAM must exist at the same path there. The ranks
+                      join the bootstrap over TCP proving the job secret, and use the tcp
+                      conduit between hosts (GEX_CONDUIT=tcp). Default: $GASNET_SSH_SERVERS
+                      (hosts separated by spaces or commas), else this machine only
+  --hostfile F        read the hosts from F, one per line ('#' starts a comment)
+  --ssh CMD           the remote shell, split at spaces (default $GASNET_SSH_CMD, else
+                      "ssh -o BatchMode=yes"); any command taking a host and a command
+  --boot-addr IP      the address the TCP bootstrap listens on for --hosts (default: the
+                      address this host's name resolves to)
   --help              print this text
 
 When a rank exits non-zero or is killed, gexrun prints one line naming it and
@@ -92,6 +104,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "job time limit")
 	grace := fs.Duration("grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL")
 	hosts := fs.Int("pretend-hosts", 0, "number of pretend hosts")
+	hostList := fs.String("hosts", "", "hosts to start ranks on through ssh")
+	hostFile := fs.String("hostfile", "", "file listing the hosts")
+	sshCmd := fs.String("ssh", "", "remote shell command")
+	bootAddr := fs.String("boot-addr", "", "TCP bootstrap address")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
@@ -116,6 +132,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("--pretend-hosts %d is out of range [0, -n = %d]", *hosts, *n)
 	case fs.NArg() == 0:
 		return usageErr("no PROGRAM given")
+	case *hostList != "" && *hostFile != "":
+		return usageErr("--hosts and --hostfile are exclusive")
+	}
+	remote, err := remoteHosts(*hostList, *hostFile)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if len(remote) > 0 && *hosts > 0 {
+		return usageErr("--pretend-hosts and --hosts are exclusive")
+	}
+	ssh := strings.Fields(*sshCmd)
+	if len(ssh) == 0 {
+		ssh = strings.Fields(os.Getenv("GASNET_SSH_CMD"))
 	}
 	code, _ := launch.Run(ctx, launch.Config{
 		N:            *n,
@@ -125,8 +154,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Timeout:      *timeout,
 		Grace:        *grace,
 		PretendHosts: *hosts,
+		Hosts:        remote,
+		SSH:          ssh,
+		BootAddr:     *bootAddr,
 		Stdout:       stdout,
 		Stderr:       stderr,
 	})
 	return code
+}
+
+// remoteHosts is the host list of --hosts, --hostfile or GASNET_SSH_SERVERS
+// (empty: this machine only).
+func remoteHosts(list, file string) ([]string, error) {
+	split := func(s string) []string {
+		return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+	}
+	switch {
+	case list != "":
+		return split(list), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--hostfile: %v", err)
+		}
+		var hs []string
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			hs = append(hs, strings.Fields(line)...)
+		}
+		if len(hs) == 0 {
+			return nil, fmt.Errorf("--hostfile %s lists no hosts", file)
+		}
+		return hs, nil
+	}
+	return split(os.Getenv("GASNET_SSH_SERVERS")), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -118,5 +119,36 @@ func TestRunJobFailure(t *testing.T) {
 	re := regexp.MustCompile(`(?m)^gexrun: rank 1 \(pid \d+\) exited with status 6; terminating the job$`)
 	if !re.MatchString(errOut) {
 		t.Errorf("stderr %q lacks the failure line", errOut)
+	}
+}
+
+// TestRunJobHosts: --hosts with a local stand-in for ssh starts 4 ranks on
+// two hosts in blocks; then a real gex program (examples/amping: AM ring,
+// round trips and floods) runs over them, shared memory inside each host
+// and the tcp conduit between them.
+func TestRunJobHosts(t *testing.T) {
+	fake, err := filepath.Abs("../../internal/launch/testdata/fakessh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(roleEnv, "rank")
+	code, out, errOut := gexrun("-n", "4", "--label", "--hosts", "hostA,hostB", "--ssh", fake, "--boot-addr", "127.0.0.1", testExe(t), "0", "0", "0", "0")
+	if code != 0 || errOut != "" {
+		t.Fatalf("code %d, stderr %q", code, errOut)
+	}
+	for r, h := range []string{"hostA", "hostA", "hostB", "hostB"} {
+		want := fmt.Sprintf("[%d] rank %d of 4 on %s\n", r, r, h)
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Setenv(roleEnv, "")
+	code, out, errOut = gexrun("-n", "4", "--label", "--hosts", "hostA,hostB", "--ssh", fake, "--boot-addr", "127.0.0.1",
+		"--timeout", "60s", "../../examples/amping", "-iters", "2000", "-flood", "20000")
+	if code != 0 {
+		t.Fatalf("amping over two hosts: code %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "every rank visited in ring order") {
+		t.Fatalf("amping's ring did not complete:\n%s", out)
 	}
 }

@@ -22,6 +22,7 @@ package boot
 
 import (
 	"errors"
+	"github.com/gexgo/gexgo/internal/auth"
 	"os"
 	"strconv"
 )
@@ -36,7 +37,7 @@ const (
 	EnvBoot      = "GEX_BOOT"       // address of the launcher's bootstrap socket ("@name" = abstract Unix socket)
 	EnvJobID     = "GEX_JOBID"      // job identifier, unique per launch (used in names of shared objects)
 	EnvHost      = "GEX_HOST"       // host identity override for the nbrhd/host computation
-	EnvSecret    = "GEX_SECRET"     // the job secret (hex) network connections prove; made by the launcher per job
+	EnvSecret    = auth.EnvSecret   // the job secret (hex) network connections prove; made by the launcher per job
 )
 
 // Bootstrap is the out-of-band channel every rank has before any conduit is

@@ -1,9 +1,12 @@
 package boot
 
 import (
+	"strings"
+
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/gexgo/gexgo/internal/auth"
 	"io"
 	"net"
 	"os"
@@ -28,7 +31,9 @@ const (
 const maxJobIDLen = 64
 
 // Connect joins the job as rank of size through the launcher's bootstrap
-// socket at addr ("@name" for an abstract Unix socket, else a socket path).
+// socket at addr ("@name" for an abstract Unix socket, "tcp:HOST:PORT" for a
+// launcher on another host, which the connection must prove the job secret
+// in GEX_SECRET to, else a socket path).
 // It retries the connection for up to DialTimeout, sends HELLO and waits for
 // WELCOME; a REJECT from the launcher is returned as an error with the
 // launcher's reason. If the job is already ending (the launcher answers
@@ -83,6 +88,18 @@ func connect(addr string, rank, size int, jobID, host string, o connectOpts) (Bo
 	if err != nil {
 		return nil, fmt.Errorf("boot: rank %d: cannot connect to the launcher at %s within %v: %w", rank, addr, o.dialTimeout, err)
 	}
+	if strings.HasPrefix(addr, "tcp:") {
+		// A launcher on another host: prove the job secret first (the
+		// launcher is "rank" size of size+1 in the handshake).
+		secret, err := auth.SecretFromEnv()
+		if err == nil {
+			_, err = auth.Handshake(conn, &auth.Params{Secret: secret, JobID: jobID, Rank: rank, Size: size + 1}, true, size)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("boot: rank %d: authenticating to the launcher at %s: %w", rank, addr, err)
+		}
+	}
 	c := &client{
 		rank: rank, size: size, jobID: jobID, host: host, addr: addr,
 		conn:    conn,
@@ -105,7 +122,11 @@ func dialRetry(addr string, limit time.Duration) (net.Conn, error) {
 	deadline := time.Now().Add(limit)
 	delay := 5 * time.Millisecond
 	for {
-		conn, err := net.DialTimeout("unix", addr, time.Until(deadline))
+		network, a := "unix", addr
+		if rest, ok := strings.CutPrefix(addr, "tcp:"); ok {
+			network, a = "tcp", rest
+		}
+		conn, err := net.DialTimeout(network, a, time.Until(deadline))
 		if err == nil {
 			return conn, nil
 		}

@@ -1,11 +1,14 @@
 package launch
 
 import (
+	"net"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/gexgo/gexgo/internal/auth"
 	"io"
 	"os"
 	"os/exec"
@@ -75,6 +78,20 @@ type Config struct {
 	// names): 1 to 64 characters of [A-Za-z0-9_-], unique among running
 	// jobs. Empty means NewJobID().
 	JobID string
+	// Hosts, if set, starts the ranks on these hosts through SSH, in blocks
+	// (rank r on Hosts[r*len(Hosts)/N]): the command run is SSH, the host,
+	// then "env", the rank's GEX_* variables and Config.Env, the program and
+	// its arguments (the program must exist at the same path there). The
+	// bootstrap then listens on TCP at BootAddr and every connection proves
+	// the job secret. With more than one distinct host the ranks get
+	// GEX_CONDUIT=tcp unless Config.Env sets it.
+	Hosts []string
+	// SSH is the remote-shell command (default "ssh -o BatchMode=yes"; any
+	// command taking a host and a command line, e.g. a local replacement).
+	SSH []string
+	// BootAddr is the IP address the TCP bootstrap listens on (default: the
+	// address this host's name resolves to, else 127.0.0.1).
+	BootAddr string
 	// SocketDir, if set, puts the bootstrap socket in this directory
 	// (gexgo-<jobid>.sock) instead of the abstract namespace, so that ranks
 	// in other network namespaces (whose abstract sockets are their own)
@@ -256,19 +273,28 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	defer cleanup()
 
-	addr := SocketName(cfg.JobID)
-	if cfg.SocketDir != "" {
-		addr = filepath.Join(cfg.SocketDir, "gexgo-"+cfg.JobID+".sock")
-		defer os.Remove(addr)
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return j.fail(err.Error())
 	}
-	srv, err := ListenAt(addr, cfg.N)
+	var srv *Server
+	switch {
+	case len(cfg.Hosts) > 0:
+		srv, err = ListenTCP(net.JoinHostPort(bootAddr(cfg.BootAddr), "0"), cfg.N, secret, cfg.JobID)
+	case cfg.SocketDir != "":
+		addr := filepath.Join(cfg.SocketDir, "gexgo-"+cfg.JobID+".sock")
+		defer os.Remove(addr)
+		srv, err = ListenAt(addr, cfg.N)
+	default:
+		srv, err = Listen(cfg.JobID, cfg.N)
+	}
 	if err != nil {
 		return j.fail(err.Error())
 	}
 	defer srv.Close()
 	defer removeShm(cfg.JobID)
 
-	envs, err := rankEnvs(cfg, srv.Addr())
+	envs, err := rankEnvs(cfg, srv.Addr(), secret)
 	if err != nil {
 		return j.fail(err.Error())
 	}
@@ -299,6 +325,20 @@ func (j *job) run(ctx context.Context) (int, error) {
 	argv := append([]string{exe}, cfg.Args...)
 	for r := 0; r < cfg.N; r++ {
 		rexe, rargv, renv := exe, argv, envs[r]
+		if len(cfg.Hosts) > 0 {
+			ssh := cfg.SSH
+			if len(ssh) == 0 {
+				ssh = []string{"ssh", "-o", "BatchMode=yes"}
+			}
+			p, err := exec.LookPath(ssh[0])
+			if err != nil {
+				j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
+				break
+			}
+			remote := append([]string{"env"}, remoteEnv(cfg, envs[r])...)
+			rexe = p
+			rargv = append(append(append([]string(nil), ssh...), hostOf(envs[r])), append(remote, argv...)...)
+		}
 		if cfg.Wrap != nil {
 			prefix, extra := cfg.Wrap(r)
 			if len(prefix) > 0 {
@@ -633,7 +673,7 @@ func (sp *spawner) do(f func()) {
 func (sp *spawner) stop() { close(sp.done) }
 
 // rankEnvs returns the environment of every rank.
-func rankEnvs(cfg *Config, addr string) ([][]string, error) {
+func rankEnvs(cfg *Config, addr string, secret []byte) ([][]string, error) {
 	base := append(os.Environ(), cfg.Env...)
 	hostname, err := os.Hostname()
 	if err != nil || hostname == "" {
@@ -642,15 +682,13 @@ func rankEnvs(cfg *Config, addr string) ([][]string, error) {
 	hosts := make([]string, cfg.N)
 	for r := range hosts {
 		switch {
+		case len(cfg.Hosts) > 0:
+			hosts[r] = cfg.Hosts[r*len(cfg.Hosts)/cfg.N]
 		case cfg.PretendHosts > 1:
 			hosts[r] = fmt.Sprintf("%s-h%d", hostname, r*cfg.PretendHosts/cfg.N)
 		default:
 			hosts[r] = lookupEnv(base, boot.EnvHost, hostname)
 		}
-	}
-	var secret [32]byte
-	if _, err := rand.Read(secret[:]); err != nil {
-		return nil, fmt.Errorf("creating the job secret: %w", err)
 	}
 	local := make(map[string]int)
 	envs := make([][]string, cfg.N)
@@ -661,15 +699,60 @@ func rankEnvs(cfg *Config, addr string) ([][]string, error) {
 			boot.EnvLocalRank+"="+strconv.Itoa(local[hosts[r]]),
 			boot.EnvBoot+"="+addr,
 			boot.EnvJobID+"="+cfg.JobID,
-			boot.EnvSecret+"="+hex.EncodeToString(secret[:]),
+			boot.EnvSecret+"="+auth.EncodeSecret(secret),
 		)
 		local[hosts[r]]++
-		if cfg.PretendHosts > 1 {
+		if cfg.PretendHosts > 1 || len(cfg.Hosts) > 0 {
 			env = append(env, boot.EnvHost+"="+hosts[r])
+		}
+		if distinct(cfg.Hosts) > 1 && lookupEnv(cfg.Env, "GEX_CONDUIT", "") == "" {
+			env = append(env, "GEX_CONDUIT=tcp")
 		}
 		envs[r] = dedupEnv(env)
 	}
 	return envs, nil
+}
+
+// bootAddr is the TCP bootstrap's address: addr, or this host's.
+func bootAddr(addr string) string {
+	if addr != "" {
+		return addr
+	}
+	if name, err := os.Hostname(); err == nil {
+		if ips, err := net.LookupIP(name); err == nil {
+			for _, ip := range ips {
+				if !ip.IsLoopback() && ip.To4() != nil {
+					return ip.String()
+				}
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// remoteEnv is what an SSH-started rank gets on its command line: the GEX_*
+// variables the launcher sets and Config.Env (the rest of the launcher's
+// environment stays here).
+func remoteEnv(cfg *Config, env []string) []string {
+	out := append([]string(nil), cfg.Env...)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GEX_") {
+			out = append(out, kv)
+		}
+	}
+	return dedupEnv(out)
+}
+
+// hostOf is the GEX_HOST of a rank's environment.
+func hostOf(env []string) string { return lookupEnv(env, boot.EnvHost, "") }
+
+// distinct counts the different strings of xs.
+func distinct(xs []string) int {
+	seen := map[string]bool{}
+	for _, x := range xs {
+		seen[x] = true
+	}
+	return len(seen)
 }
 
 // lookupEnv returns the last value of key in env, or def.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/gexgo/gexgo/internal/auth"
 	"net"
 	"os"
 	"sync"
@@ -62,8 +63,10 @@ type Event struct {
 // rank's exit status. The owner must therefore keep receiving from Events
 // until it calls Close.
 type Server struct {
-	ln     *net.UnixListener
+	ln     net.Listener
 	addr   string
+	secret []byte // TCP: the job secret every connection proves (internal/auth)
+	jobID  string
 	size   int
 	events chan Event
 	done   chan struct{} // closed by Close
@@ -86,7 +89,7 @@ type Server struct {
 
 // serverConn is one accepted connection. rank is -1 until HELLO is accepted.
 type serverConn struct {
-	c    *net.UnixConn
+	c    net.Conn
 	wmu  sync.Mutex // serializes writes
 	rank int
 	pid  uint32
@@ -123,8 +126,34 @@ func ListenAt(addr string, size int) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: bootstrap socket: %w", err)
 	}
+	return newServer(ln, addr, size, nil, ""), nil
+}
+
+// ListenTCP starts the bootstrap server on TCP address hostport (host:0 for
+// a port the kernel picks), for ranks on other hosts: every connection
+// proves secret for jobID (internal/auth) before its HELLO. Addr is then
+// "tcp:HOST:PORT".
+func ListenTCP(hostport string, size int, secret []byte, jobID string) (*Server, error) {
+	if size < 1 || size > MaxRanks {
+		return nil, fmt.Errorf("launch: Listen: size %d is out of range [1, %d]", size, MaxRanks)
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, fmt.Errorf("launch: bootstrap address %q: %w", hostport, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		return nil, fmt.Errorf("launch: bootstrap address %q: want this host's IP address on the job's network (not every interface)", hostport)
+	}
+	ln, err := net.Listen("tcp", hostport)
+	if err != nil {
+		return nil, fmt.Errorf("launch: bootstrap socket: %w", err)
+	}
+	return newServer(ln, "tcp:"+ln.Addr().String(), size, secret, jobID), nil
+}
+
+func newServer(ln net.Listener, addr string, size int, secret []byte, jobID string) *Server {
 	s := &Server{
-		ln: ln, addr: addr, size: size,
+		ln: ln, addr: addr, size: size, secret: secret, jobID: jobID,
 		events: make(chan Event),
 		done:   make(chan struct{}),
 		uid:    os.Getuid(),
@@ -136,7 +165,7 @@ func ListenAt(addr string, size int) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 // Addr is the address ranks connect to (the value of GEX_BOOT).
@@ -176,7 +205,7 @@ func (s *Server) emit(ev Event) {
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.AcceptUnix()
+		c, err := s.ln.Accept()
 		if err != nil {
 			select {
 			case <-s.done:
@@ -287,9 +316,18 @@ func (s *Server) reject(sc *serverConn, reason string) {
 
 // handshake reads and checks HELLO; it reports whether sc was admitted.
 func (s *Server) handshake(sc *serverConn, br *bufio.Reader) bool {
-	if uid, err := peerUID(sc.c); err != nil || uid != s.uid {
-		s.drop(sc, fmt.Sprintf("peer user id %d is not the launcher's %d (%v)", uid, s.uid, err))
-		return false
+	if uc, ok := sc.c.(*net.UnixConn); ok {
+		if uid, err := peerUID(uc); err != nil || uid != s.uid {
+			s.drop(sc, fmt.Sprintf("peer user id %d is not the launcher's %d (%v)", uid, s.uid, err))
+			return false
+		}
+	} else {
+		// A TCP connection (a rank on another host) proves the job secret
+		// first; the launcher is "rank" size of size+1 in the handshake.
+		if _, err := auth.Handshake(sc.c, &auth.Params{Secret: s.secret, JobID: s.jobID, Rank: s.size, Size: s.size + 1}, false, -1); err != nil {
+			s.drop(sc, err.Error())
+			return false
+		}
 	}
 	sc.c.SetReadDeadline(time.Now().Add(HelloTimeout))
 	m, err := bootwire.ReadMsg(br)
