@@ -25,6 +25,7 @@ import (
 	"github.com/gexgo/gexgo/internal/auth"
 	"os"
 	"strconv"
+	"time"
 )
 
 // Environment variables read by FromEnv. The launcher sets all of them for
@@ -38,6 +39,9 @@ const (
 	EnvJobID     = "GEX_JOBID"      // job identifier, unique per launch (used in names of shared objects)
 	EnvHost      = "GEX_HOST"       // host identity override for the nbrhd/host computation
 	EnvSecret    = auth.EnvSecret   // the job secret (hex) network connections prove; made by the launcher per job
+	// EnvSecretStdin = 1: the secret is the first line of standard input
+	// (ranks started through ssh: not on a command line others can read).
+	EnvSecretStdin = "GEX_SECRET_STDIN"
 )
 
 // Bootstrap is the out-of-band channel every rank has before any conduit is
@@ -88,6 +92,11 @@ var ErrClosed = errors.New("boot: bootstrap is closed")
 // when GEX_BOOT is set, else the PMI process manager when PMI_FD or PMI_PORT
 // is set (PMIFromEnv), otherwise a job of one rank (Singleton).
 func FromEnv() (Bootstrap, error) {
+	if os.Getenv(EnvSecretStdin) == "1" && os.Getenv(EnvSecret) == "" {
+		if err := secretFromStdin(); err != nil {
+			return nil, err
+		}
+	}
 	if addr := os.Getenv(EnvBoot); addr != "" {
 		rank, err := envInt(EnvRank)
 		if err != nil {
@@ -103,6 +112,33 @@ func FromEnv() (Bootstrap, error) {
 		return PMIFromEnv()
 	}
 	return Singleton(HostIdentity()), nil
+}
+
+// secretFromStdin reads the job secret from the first line of standard input
+// into EnvSecret, for the conduit and the bootstrap.
+func secretFromStdin() error {
+	line := make(chan string, 1)
+	go func() {
+		var b []byte
+		var c [1]byte
+		for len(b) < 256 {
+			n, err := os.Stdin.Read(c[:])
+			if n == 0 || err != nil || c[0] == '\n' {
+				break
+			}
+			b = append(b, c[0])
+		}
+		line <- string(b)
+	}()
+	select {
+	case s := <-line:
+		if s == "" {
+			return errors.New("boot: " + EnvSecretStdin + "=1 but standard input holds no secret")
+		}
+		return os.Setenv(EnvSecret, s)
+	case <-time.After(DialTimeout):
+		return errors.New("boot: " + EnvSecretStdin + "=1 but no secret arrived on standard input")
+	}
 }
 
 // HostIdentity returns GEX_HOST if set, else the hostname.

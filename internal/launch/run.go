@@ -325,6 +325,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	argv := append([]string{exe}, cfg.Args...)
 	for r := 0; r < cfg.N; r++ {
 		rexe, rargv, renv := exe, argv, envs[r]
+		stdin := devnull
 		if len(cfg.Hosts) > 0 {
 			ssh := cfg.SSH
 			if len(ssh) == 0 {
@@ -335,8 +336,16 @@ func (j *job) run(ctx context.Context) (int, error) {
 				j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
 				break
 			}
+			// The secret goes through the remote shell's standard input,
+			// not on a command line other users of that host can read.
 			remote := append([]string{"env"}, remoteEnv(cfg, envs[r])...)
+			stdin, err = secretPipe(secret)
+			if err != nil {
+				j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
+				break
+			}
 			rexe = p
+			renv = withoutSecret(envs[r]) // the remote shell itself does not need it
 			rargv = append(append(append([]string(nil), ssh...), hostOf(envs[r])), append(remote, argv...)...)
 		}
 		if cfg.Wrap != nil {
@@ -351,7 +360,10 @@ func (j *job) run(ctx context.Context) (int, error) {
 			}
 			renv = dedupEnv(append(append([]string(nil), renv...), extra...))
 		}
-		rp, err := j.start(sp, r, rexe, rargv, renv, devnull)
+		rp, err := j.start(sp, r, rexe, rargv, renv, stdin)
+		if stdin != devnull {
+			stdin.Close()
+		}
 		if err != nil {
 			j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
 			break
@@ -732,15 +744,41 @@ func bootAddr(addr string) string {
 
 // remoteEnv is what an SSH-started rank gets on its command line: the GEX_*
 // variables the launcher sets and Config.Env (the rest of the launcher's
-// environment stays here).
+// environment stays here), but not the secret (see secretPipe).
 func remoteEnv(cfg *Config, env []string) []string {
 	out := append([]string(nil), cfg.Env...)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "GEX_") {
+		if strings.HasPrefix(kv, "GEX_") && !strings.HasPrefix(kv, boot.EnvSecret+"=") {
 			out = append(out, kv)
 		}
 	}
-	return dedupEnv(out)
+	return dedupEnv(append(out, boot.EnvSecretStdin+"=1"))
+}
+
+// withoutSecret is env without the job secret.
+func withoutSecret(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, boot.EnvSecret+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// secretPipe is a rank's standard input holding the job secret's line.
+func secretPipe(secret []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.WriteString(w, auth.EncodeSecret(secret)+"\n")
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // hostOf is the GEX_HOST of a rank's environment.
