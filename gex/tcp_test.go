@@ -164,6 +164,34 @@ func tcpAtomicsAndCollectives(e *rankEnv) {
 	}
 }
 
+// inNetns makes k hosts of network namespaces for the test (skipping it,
+// with the reason, where they cannot be made) and returns what starts the
+// job's ranks on them, in blocks, with the bootstrap on a path socket
+// (abstract sockets are per namespace). In a rank it returns nil: only the
+// parent launches.
+func inNetns(t *testing.T, k int) func(*launch.Config) {
+	t.Helper()
+	if inRank() {
+		return nil
+	}
+	n, err := netns.Setup(k)
+	if errors.Is(err, netns.ErrUnavailable) {
+		t.Skipf("multi-host tests need network namespaces: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	dir := t.TempDir()
+	return func(c *launch.Config) {
+		c.SocketDir = dir
+		c.Wrap = func(r int) ([]string, []string) {
+			h := r * k / c.N
+			return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
+		}
+	}
+}
+
 // TestNetns runs the tcp conduit tests across two hosts made of network
 // namespaces joined by veth links to a private bridge (internal/netns), two
 // ranks per host: shared memory inside a host, TCP over the links between
@@ -172,25 +200,7 @@ func TestNetns(t *testing.T) {
 	if os.Getenv(envConduit) == "loop" {
 		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
 	}
-	o := jobOpts{segSize: 2 << 20, env: []string{"GEX_CONDUIT=tcp"}}
-	if !inRank() {
-		n, err := netns.Setup(2)
-		if errors.Is(err, netns.ErrUnavailable) {
-			t.Skipf("multi-host tests need network namespaces: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		dir := t.TempDir()
-		o.launch = func(c *launch.Config) {
-			c.SocketDir = dir
-			c.Wrap = func(r int) ([]string, []string) {
-				h := r * 2 / c.N
-				return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
-			}
-		}
-	}
+	o := jobOpts{segSize: 2 << 20, env: []string{"GEX_CONDUIT=tcp"}, launch: inNetns(t, 2)}
 	for _, tc := range []struct {
 		name string
 		body func(*rankEnv)
@@ -210,24 +220,9 @@ func TestNetnsHostLost(t *testing.T) {
 	}
 	var opts []spmdtest.Option
 	var out string
-	if !inRank() {
-		n, err := netns.Setup(2)
-		if errors.Is(err, netns.ErrUnavailable) {
-			t.Skipf("multi-host tests need network namespaces: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		dir := t.TempDir()
+	if adjust := inNetns(t, 2); adjust != nil {
 		opts = append(opts, spmdtest.Env("GEX_CONDUIT=tcp"), spmdtest.ExpectExit(1), spmdtest.Output(&out),
-			spmdtest.Timeout(5*time.Second), spmdtest.Launch(func(c *launch.Config) {
-				c.SocketDir = dir
-				c.Wrap = func(r int) ([]string, []string) {
-					h := r * 2 / c.N
-					return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
-				}
-			}))
+			spmdtest.Timeout(5*time.Second), spmdtest.Launch(adjust))
 	}
 	spmdtest.Run(t, 4, func(t *testing.T) {
 		_, _, tm, err := gex.ClientInit("HOSTLOST", 0)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gexgo/gexgo/internal/nettest"
 )
 
 var testSecret = bytes.Repeat([]byte{0x5A}, SecretLen)
@@ -27,7 +29,7 @@ type result struct {
 // dialer with pd (expecting rank expect), the acceptor with pa.
 func runPair(t *testing.T, pd, pa *Params, expect int) (d, a result) {
 	t.Helper()
-	dc, ac := tcpPair(t)
+	dc, ac := nettest.TCPPair(t)
 	ch := make(chan result, 1)
 	go func() {
 		r, err := Handshake(ac, pa, false, -1)
@@ -57,7 +59,7 @@ func TestHandshakeOK(t *testing.T) {
 // TestHandshakeConnUsable: after the handshake the connection carries frames
 // (no leftover bytes, deadlines cleared).
 func TestHandshakeConnUsable(t *testing.T) {
-	dc, ac := tcpPair(t)
+	dc, ac := nettest.TCPPair(t)
 	ch := make(chan error, 1)
 	go func() {
 		_, err := Handshake(ac, params(1, testSecret, "j"), false, -1)
@@ -111,7 +113,7 @@ func TestHandshakeWrongPeer(t *testing.T) {
 
 // rawServer runs the acceptor side against a raw client connection.
 func rawServer(t *testing.T, timeout time.Duration) (client net.Conn, done chan result) {
-	dc, ac := tcpPair(t)
+	dc, ac := nettest.TCPPair(t)
 	p := params(1, testSecret, "j")
 	p.Timeout = timeout
 	done = make(chan result, 1)
@@ -194,7 +196,7 @@ func (r *recConn) Write(p []byte) (int, error) {
 // useless on another one, in either role, because the other side's nonce is
 // fresh.
 func TestHandshakeReplay(t *testing.T) {
-	dc, ac := tcpPair(t)
+	dc, ac := nettest.TCPPair(t)
 	rd := &recConn{Conn: dc}
 	ch := make(chan error, 1)
 	go func() {
@@ -217,7 +219,7 @@ func TestHandshakeReplay(t *testing.T) {
 	}
 
 	// Replay the acceptor's side to a new dialer.
-	d2, a2 := tcpPair(t)
+	d2, a2 := nettest.TCPPair(t)
 	go func() {
 		io.ReadFull(a2, make([]byte, hOffJob+1)) // the dialer's hello
 		a2.Write(acceptorBytes)
@@ -228,11 +230,11 @@ func TestHandshakeReplay(t *testing.T) {
 }
 
 func TestHandshakeBadConfig(t *testing.T) {
-	dc, _ := tcpPair(t)
+	dc, _ := nettest.TCPPair(t)
 	if _, err := Handshake(dc, params(0, []byte("short"), "j"), true, -1); reason(err) != ReasonConfig {
 		t.Fatalf("5-byte secret: %v", err)
 	}
-	dc, _ = tcpPair(t)
+	dc, _ = nettest.TCPPair(t)
 	if _, err := Handshake(dc, params(4, testSecret, "j"), true, -1); reason(err) != ReasonConfig {
 		t.Fatalf("rank 4 of 4: %v", err)
 	}
@@ -343,39 +345,4 @@ func FuzzHandshakeServer(f *testing.F) {
 			t.Fatalf("accepted a wrong proof")
 		}
 	})
-}
-
-// tcpPair is a connected pair of loopback TCP connections.
-func tcpPair(t testing.TB) (a, b *net.TCPConn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			ch <- nil
-			return
-		}
-		ch <- c
-	}()
-	d, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-ch
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	a, b = d.(*net.TCPConn), s.(*net.TCPConn)
-	for _, c := range []*net.TCPConn{a, b} {
-		if err := c.SetNoDelay(true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
 }

@@ -5,46 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"testing"
 
 	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/nettest"
 )
-
-// tcpPair returns both ends of a loopback TCP connection with TCP_NODELAY.
-func tcpPair(t testing.TB) (a, b *net.TCPConn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			ch <- nil
-			return
-		}
-		ch <- c
-	}()
-	d, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-ch
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	a, b = d.(*net.TCPConn), s.(*net.TCPConn)
-	for _, c := range []*net.TCPConn{a, b} {
-		if err := c.SetNoDelay(true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
 
 // countingWriter counts Write calls (a plain io.Writer: net.Buffers.WriteTo
 // writes each iovec with its own Write).
@@ -70,7 +35,7 @@ func pattern(n, seed int) []byte {
 // with small frames and control frames, over loopback TCP in several flushes,
 // and checks that every frame arrives intact and in order.
 func TestBatcherTCP(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := nettest.TCPPair(t)
 	type sent struct {
 		h frameHeader
 		p []byte
@@ -196,7 +161,7 @@ func TestBatcherCoalesces(t *testing.T) {
 // TestBatcherCoalescesTCP counts write system calls' worth of Writes on a
 // real connection: 1000 small frames, one flush, all received.
 func TestBatcherCoalescesTCP(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := nettest.TCPPair(t)
 	bt := newBatcher(0, 0)
 	const n = 1000
 	for i := 0; i < n; i++ {
@@ -247,7 +212,7 @@ func TestBatcherWouldBlock(t *testing.T) {
 // TestBatcherNoAllocs: add and flush, copied and referenced payloads, to a
 // plain writer and to a TCP connection (writev), do not allocate once warm.
 func TestBatcherNoAllocs(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := nettest.TCPPair(t)
 	go io.Copy(io.Discard, b)
 	small := make([]byte, 100)
 	big := make([]byte, 64<<10)
