@@ -200,12 +200,24 @@ func TestNetns(t *testing.T) {
 	if os.Getenv(envConduit) == "loop" {
 		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
 	}
-	o := jobOpts{segSize: 2 << 20, env: []string{"GEX_CONDUIT=tcp"}, launch: inNetns(t, 2)}
+	adjust := inNetns(t, 2)
 	for _, tc := range []struct {
-		name string
-		body func(*rankEnv)
-	}{{"topology", tcpTopology}, {"am-rma", tcpAMAndRMA}, {"atomics-collectives", tcpAtomicsAndCollectives}} {
-		t.Run(tc.name, func(t *testing.T) { runSMP(t, 4, o, tc.body) })
+		name    string
+		n       int
+		segSize uint64
+		body    func(*rankEnv)
+	}{
+		{"topology", 4, 2 << 20, tcpTopology},
+		{"am-rma", 4, 2 << 20, tcpAMAndRMA},
+		{"atomics-collectives", 4, 2 << 20, tcpAtomicsAndCollectives},
+		// Suites of the single-host conformance tests, now across hosts.
+		{"rma-model", modelRanks, modelRanks * modelZone, rmaModel},
+		{"ad-counter", 4, 1 << 16, adCounter},
+		{"ad-spinlock", 4, 1 << 16, adSpinLock},
+		{"vis-model", 2, 2 * visZone, visModel},
+	} {
+		o := jobOpts{segSize: tc.segSize, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}
+		t.Run(tc.name, func(t *testing.T) { runSMP(t, tc.n, o, tc.body) })
 	}
 }
 
