@@ -7,6 +7,7 @@
 //	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
 //	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
 //	gexrun -n 2 ./cmd/gexbench atomic  # U64/U32 FADD latency, U64 FADD flood rate
+//	gexrun -n 2 ./cmd/gexbench am      # AM Short/Medium/Long round trips
 //	gexrun -n 2 ./cmd/gexbench vis     # vector/indexed/strided put/get bandwidth, 8 B and 512 B chunks
 //	gexrun -n 4 ./cmd/gexbench barrier # BarrierNB over all ranks
 //	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB, 8 B .. 1 MiB
@@ -43,7 +44,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|vis|barrier|bcast|reduce [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce [flags]"
 
 const usageHead = synopsis + `
 
@@ -68,6 +69,10 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
           50% density (chunks of 8 B or 512 B every 2 chunks, both sides);
           -samples samples of about 40 ms (or -reps operations) each; the
           remote chunks are checked after every measurement
+  am      Active Message round trips, as GASNet's testam: a Short, a Medium (8 B,
+          4 KiB, 64 KiB) or a Long (same sizes, into rank 1's segment) request,
+          answered from the handler by a reply of the same kind; -iters round
+          trips per case (default 20000)
   barrier BarrierNB + Wait over all ranks of the job, back to back
   bcast   BroadcastNB + Wait of 8 B, 4 KiB, 64 KiB and 1 MiB over all ranks, the
           root rotating; time per broadcast and GB/s (GB = 10^9 bytes); from 64 KiB
@@ -208,7 +213,7 @@ func (cfg *config) startProfile() (stop func(), err error) {
 }
 
 // benches are the benchmark names.
-var benches = []string{"put", "get", "flood", "atomic", "vis", "barrier", "bcast", "reduce"}
+var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce"}
 
 // collective reports whether the benchmark runs on every rank.
 func (cfg *config) collective() bool {
@@ -273,6 +278,9 @@ func (cfg *config) segmentSize() uint64 {
 	if cfg.bench == "bcast" {
 		n = max(n, 1<<20) // broadcasts from the root's segment
 	}
+	if cfg.bench == "am" {
+		n = max(n, 64<<10) // the largest Medium and Long payloads
+	}
 	if cfg.bench == "flood" {
 		for _, s := range cfg.floodSizes() {
 			n = max(n, span(s, cfg.window))
@@ -326,6 +334,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}}); err != nil {
 		return fail(err)
 	}
+	var am *amState
+	if cfg.bench == "am" {
+		am = &amState{}
+		if err := ep.RegisterHandlers(amHandlers(am)); err != nil {
+			return fail(err)
+		}
+	}
 	epoch := int32(0)
 	barrier := func() error {
 		for r := gex.Rank(0); r < n; r++ {
@@ -355,6 +370,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	fillPattern(seg.Bytes(), me)
+	if am != nil {
+		other := gex.Rank(1)
+		if me == 1 {
+			other = 0
+		}
+		if me <= 1 {
+			bs, ev, err := tm.QueryBoundSegmentNB(other, 0)
+			if err == nil {
+				err = ev.Wait()
+			}
+			if err != nil {
+				return fail(err)
+			}
+			am.seg, am.peer = seg.Bytes(), bs.Owner
+		}
+	}
 	var ads *domains
 	if cfg.bench == "atomic" {
 		// Collective: every rank creates the domains.
@@ -373,7 +404,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case cfg.collective():
 		benchErr = measureColl(&cfg, c, tm, seg, stdout)
 	case me == 0:
-		benchErr = measure(&cfg, c, tm, seg, ads, stdout)
+		benchErr = measure(&cfg, c, tm, seg, ads, am, stdout)
 	}
 	// No rank leaves while another may still need it to poll.
 	if err := barrier(); err != nil {
@@ -392,7 +423,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // measure runs the selected benchmark on rank 0 and prints its results.
-func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *domains, stdout io.Writer) error {
+func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *domains, am *amState, stdout io.Writer) error {
 	peer, _, err := tm.QueryBoundSegmentNB(1, gex.FlagImmediate)
 	if err != nil {
 		return err
@@ -402,6 +433,9 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 		cfg.iters = 1000000
 		if !b.mapped {
 			cfg.iters = 100000
+		}
+		if cfg.bench == "am" {
+			cfg.iters = 20000
 		}
 	}
 	stop, err := cfg.startProfile()
@@ -417,6 +451,8 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 		res, err = b.flood()
 	case "atomic":
 		res, err = b.atomic(ads)
+	case "am":
+		res, err = b.amRoundTrips(am)
 	case "vis":
 		res, err = b.vis()
 	}
