@@ -155,6 +155,17 @@ func rankMain(args []string) int {
 		}
 		time.Sleep(time.Minute)
 		return 0
+	case "sshlost": // sshlost R: after a barrier, rank R kills its parent (the ssh session) and every rank waits
+		b := mustBoot(rank)
+		if err := b.Barrier(); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: %v\n", rank, err)
+			return 95
+		}
+		if rank == atoi(args[1]) {
+			syscall.Kill(os.Getppid(), syscall.SIGKILL)
+		}
+		time.Sleep(time.Minute)
+		return 0
 	case "env":
 		for _, k := range []string{boot.EnvRank, boot.EnvSize, boot.EnvLocalRank, boot.EnvBoot, boot.EnvJobID, boot.EnvHost, "EXTRA"} {
 			fmt.Printf("rank %d: %s=%s\n", rank, k, os.Getenv(k))

@@ -76,3 +76,22 @@ func TestTCPBootstrapRefusesStranger(t *testing.T) {
 		t.Fatal("ListenTCP on every interface succeeded")
 	}
 }
+
+// TestSSHSessionLost: when a rank's ssh session dies, the job ends naming
+// that rank, and nothing of the job is left (runJob checks), the orphaned
+// rank included: on a real remote host its bootstrap connection closes
+// ("launcher connection lost; exiting").
+func TestSSHSessionLost(t *testing.T) {
+	fake, err := filepath.Abs("testdata/fakessh-child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := launch.Config{N: 4, Hosts: []string{"hostA", "hostB"}, SSH: []string{fake}, BootAddr: "127.0.0.1", Timeout: 20 * time.Second}
+	res := runJob(t, cfg, "sshlost", "2")
+	if res.code == 0 || res.code == launch.CodeTimeout {
+		t.Fatalf("job exited with %d, want a failure before the timeout:\n%s", res.code, res.out)
+	}
+	if !strings.Contains(res.out, "rank 2 (pid") {
+		t.Fatalf("the job's end does not name rank 2:\n%s", res.out)
+	}
+}
