@@ -14,9 +14,11 @@ func setNoDelay(c net.Conn) {
 	}
 }
 
-// sendBufferFull reports whether n more bytes would not fit in c's kernel
+// sendBufferFull reports whether n more bytes might not fit in c's kernel
 // send buffer now (FlagImmediate's backpressure): the bytes queued (SIOCOUTQ)
-// plus n exceed SO_SNDBUF.
+// plus n exceed half of SO_SNDBUF. Linux reports SO_SNDBUF doubled to cover
+// its bookkeeping, and counts that bookkeeping against it, so half is what
+// payload can be relied on to fit without the write blocking.
 func sendBufferFull(c net.Conn, n int) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -30,7 +32,7 @@ func sendBufferFull(c net.Conn, n int) bool {
 	rc.Control(func(fd uintptr) {
 		queued, err1 := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
 		size, err2 := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
-		full = err1 == nil && err2 == nil && queued+n > size
+		full = err1 == nil && err2 == nil && queued+n > size/2
 	})
 	return full
 }

@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gexgo/gexgo/internal/conduit"
-
 	"github.com/gexgo/gexgo/internal/auth"
+	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/nettest"
 )
 
 // fakeBoot is an in-process bootstrap for transports of one test: AllGather
@@ -173,5 +174,43 @@ func TestConnectionReset(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a connection broken mid-frame did not end the job")
+	}
+}
+
+// TestImmediateBackpressure: with FlagImmediate a send that would not fit in
+// the socket's send buffer (the peer is not reading) fails with
+// ErrWouldBlock instead of blocking, and succeeds again once the peer reads.
+func TestImmediateBackpressure(t *testing.T) {
+	a, b := nettest.TCPPair(t)
+	t0 := New(Config{MaxPayload: 1 << 16})
+	t0.peers = make([]*link, 2)
+	t0.peers[1] = &link{rank: 1, c: a, hdr: make([]byte, 0, frameMaxHead)}
+	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 200}
+	payload := make([]byte, 1<<16)
+	blocked := false
+	for sent := 0; sent < 64<<20; sent += len(payload) {
+		err := t0.Send(1, h, payload, conduit.Immediate)
+		if errors.Is(err, conduit.ErrWouldBlock) {
+			blocked = true
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !blocked {
+		t.Fatal("64 MiB went into a socket nobody reads without backpressure")
+	}
+	go io.Copy(io.Discard, b) // the peer starts reading
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := t0.Send(1, h, payload, conduit.Immediate)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, conduit.ErrWouldBlock) || time.Now().After(deadline) {
+			t.Fatalf("after the peer drained: %v", err)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
