@@ -36,3 +36,23 @@ func sendBufferFull(c net.Conn, n int) bool {
 	})
 	return full
 }
+
+// sendQueued reports whether c's kernel send queue still holds bytes
+// (SIOCOUTQ > 0): then a small frame can wait to be batched with the next
+// ones without adding to its latency much.
+func sendQueued(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	queued := false
+	rc.Control(func(fd uintptr) {
+		n, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+		queued = err == nil && n > 0
+	})
+	return queued
+}

@@ -184,7 +184,7 @@ func TestImmediateBackpressure(t *testing.T) {
 	a, b := nettest.TCPPair(t)
 	t0 := New(Config{MaxPayload: 1 << 16})
 	t0.peers = make([]*link, 2)
-	t0.peers[1] = &link{rank: 1, c: a, hdr: make([]byte, 0, frameMaxHead)}
+	t0.peers[1] = &link{rank: 1, c: a, b: newBatcher(0, 0)}
 	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 200}
 	payload := make([]byte, 1<<16)
 	blocked := false

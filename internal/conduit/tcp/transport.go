@@ -28,26 +28,26 @@ import (
 // where gex expects. Sends write the frame header and the payload with one
 // writev, without copying the payload.
 type Transport struct {
-	cfg    Config
-	b      boot.Bootstrap
-	rank   int
-	size   int
-	wake   func()
-	ln     *net.TCPListener
-	peers  []*link
-	in     [2]inbound // 0 requests, 1 replies
-	queued atomic.Int64
-	closed atomic.Bool
-	wg     sync.WaitGroup
+	cfg       Config
+	b         boot.Bootstrap
+	rank      int
+	size      int
+	wake      func()
+	ln        *net.TCPListener
+	peers     []*link
+	in        [2]inbound // 0 requests, 1 replies
+	queued    atomic.Int64
+	closed    atomic.Bool
+	unflushed atomic.Bool // some link may hold batched frames
+	wg        sync.WaitGroup
 }
 
 // link is the connection to one remote rank.
 type link struct {
 	rank int
 	c    net.Conn
-	wmu  sync.Mutex // one writer at a time
-	hdr  []byte     // frame header scratch (under wmu)
-	bufs net.Buffers
+	wmu  sync.Mutex // one writer at a time; guards b
+	b    *batcher   // frames not yet written (batching of small AMs)
 	gone atomic.Bool
 }
 
@@ -221,7 +221,7 @@ func (t *Transport) auth() *auth.Params {
 
 // add installs the connection to rank r and starts its reader.
 func (t *Transport) add(r int, c net.Conn) {
-	l := &link{rank: r, c: c, hdr: make([]byte, 0, frameMaxHead)}
+	l := &link{rank: r, c: c, b: newBatcher(0, 0)}
 	t.peers[r] = l
 	t.wg.Add(1)
 	go t.read(l)
@@ -282,18 +282,54 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	if l.gone.Load() {
 		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
 	}
+	n := headLen(int(h.NArgs)) + len(payload)
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if flags&conduit.Immediate != 0 && sendBufferFull(l.c, headLen(int(h.NArgs))+len(payload)) {
+	if flags&conduit.Immediate != 0 && (l.b.wouldBlock(n) || sendBufferFull(l.c, l.b.pending()+n)) {
 		return conduit.ErrWouldBlock
 	}
-	l.hdr = appendAMHeader(l.hdr[:0], &h, len(payload))
-	l.bufs = append(l.bufs[:0], l.hdr, payload)
-	bufs := l.bufs
-	if _, err := bufs.WriteTo(l.c); err != nil {
-		return fmt.Errorf("tcp: sending to rank %d: %w", dst, err)
+	// Small AMs are batched: while the socket still has bytes queued in the
+	// kernel, a frame waits in the link's batcher and goes out with the
+	// next ones in one writev (when the batch reaches batchFlush bytes, or
+	// at the next Poll, which every wait of the library runs). An AM to an
+	// idle socket, or one whose payload is referenced rather than copied
+	// (larger than the batcher's copy limit: it must be out before Send
+	// returns), goes at once.
+	l.b.add(&h, payload)
+	if len(payload) > l.b.copyMax || l.b.pending() >= batchFlush || !sendQueued(l.c) {
+		if err := l.b.flush(l.c); err != nil {
+			return fmt.Errorf("tcp: sending to rank %d: %w", dst, err)
+		}
+		return nil
 	}
+	t.unflushed.Store(true)
 	return nil
+}
+
+// batchFlush is the batch size that is written without waiting for Poll.
+const batchFlush = 16 << 10
+
+// flushAll writes the batched frames of every link that no other goroutine
+// is writing to (Poll and Close).
+func (t *Transport) flushAll() {
+	if !t.unflushed.Swap(false) {
+		return
+	}
+	for _, l := range t.peers {
+		if l == nil || l.gone.Load() {
+			continue
+		}
+		if !l.wmu.TryLock() {
+			t.unflushed.Store(true) // its writer may leave frames behind: look again next time
+			continue
+		}
+		if !l.b.empty() {
+			if err := l.b.flush(l.c); err != nil && !t.closed.Load() {
+				fmt.Fprintf(os.Stderr, "gexgo: rank %d: sending to rank %d: %v\n", t.rank, l.rank, err)
+			}
+		}
+		l.wmu.Unlock()
+	}
 }
 
 // Pending implements smp.Remote.
@@ -301,6 +337,7 @@ func (t *Transport) Pending() bool { return t.queued.Load() > 0 }
 
 // Poll implements smp.Remote.
 func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
+	t.flushAll()
 	if t.queued.Load() == 0 {
 		return 0
 	}
@@ -337,6 +374,8 @@ func (t *Transport) drain(qi int, d conduit.Delivery) int {
 
 // Close implements smp.Remote.
 func (t *Transport) Close() error {
+	t.unflushed.Store(true)
+	t.flushAll()
 	if !t.closed.CompareAndSwap(false, true) {
 		return nil
 	}
