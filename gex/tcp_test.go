@@ -72,6 +72,17 @@ func tcpAMAndRMA(e *rankEnv) {
 			}
 		}},
 		{Index: 151, Flags: gex.FlagAMShort | gex.FlagAMReply, NArgs: 1, Fn: func(_ *gex.Token, _ []byte, a []gex.AMArg) { got.Add(1) }},
+		// A Long lands in this rank's segment at the slot of its sender
+		// before the handler runs, with the sender's pattern.
+		{Index: 152, Flags: gex.FlagAMLong | gex.FlagAMRequest, NArgs: 1, Fn: func(tk *gex.Token, p []byte, a []gex.AMArg) {
+			slot := e.seg.Bytes()[int(a[0])*2000:][:len(p)]
+			if len(p) != 1500 || &p[0] != &slot[0] || p[0] != byte(a[0]+1) || p[len(p)-1] != byte(a[0]+1) {
+				panic(fmt.Sprintf("Long from rank %d: %d bytes, not in place or wrong", a[0], len(p)))
+			}
+			if err := tk.ReplyShort(151, 0, a[0]); err != nil {
+				panic(err)
+			}
+		}},
 	})
 	e.Check(err, "RegisterHandlers")
 	e.Barrier()
@@ -84,6 +95,15 @@ func tcpAMAndRMA(e *rankEnv) {
 		}
 	}
 	e.Check(e.c.BlockUntil(func() bool { return got.Load() == int64(sent) }), "BlockUntil(replies)")
+	for r := gex.Rank(0); r < e.size; r++ {
+		bs, ev, err := e.tm.QueryBoundSegmentNB(r, 0)
+		e.wait(ev, err, "QueryBoundSegmentNB")
+		p := bytes.Repeat([]byte{byte(e.rank + 1)}, 1500)
+		e.Check(e.tm.RequestLong(r, 152, p, bs.Owner+gex.Addr(int(e.rank)*2000), gex.EventNow, 0, int32(e.rank)), "RequestLong")
+		sent++
+	}
+	e.Check(e.c.BlockUntil(func() bool { return got.Load() == int64(sent) }), "BlockUntil(Long replies)")
+	e.Barrier()
 
 	own := e.seg.Bytes()
 	for i := range own {

@@ -38,6 +38,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -104,7 +105,11 @@ type Remote interface {
 	// Start connects to the ranks on other hosts (remote[r] is true for
 	// them). It is collective over all ranks (it may use b's AllGather).
 	// wake must be called when an AM arrives, so that Sleep returns.
-	Start(b boot.Bootstrap, remote []bool, wake func()) error
+	// place returns where a Long's n bytes for Dest go in this rank's
+	// segment, or nil if they are not inside it (then the Long is delivered
+	// unplaced and the receiver refuses it); the transport may read a Long
+	// straight into that memory and deliver it placed.
+	Start(b boot.Bootstrap, remote []bool, wake func(), place func(dest uint64, n int) []byte) error
 	// Send injects an AM to remote rank dst (Conduit.Send's contract,
 	// including ErrWouldBlock under Immediate).
 	Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error
@@ -165,8 +170,9 @@ type Conduit struct {
 
 	hasWork func() bool // for Bell.Sleep; built once so Sleep does not allocate
 
-	segMu sync.Mutex
-	seg   *shm.Region
+	segMu  sync.Mutex
+	seg    *shm.Region
+	ownSeg atomic.Pointer[conduit.SegInfo] // this rank's segment, for Remote's goroutines
 
 	closeOnce sync.Once
 }
@@ -203,7 +209,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 		for p := range remote {
 			remote[p] = c.peers[p].remote
 		}
-		if err := r.Start(b, remote, c.bell.Ring); err != nil {
+		if err := r.Start(b, remote, c.bell.Ring, c.placeRemote); err != nil {
 			return nil, err
 		}
 		c.hasWork = func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() || r.Pending() }
@@ -628,6 +634,22 @@ func (c *Conduit) drain(qi int) int {
 	return n
 }
 
+// placeRemote is Remote's place function: the bytes [dest, dest+n) of this
+// rank's segment, or nil. It reads the segment through ownSeg, which
+// AttachSegment publishes, since transports call it from their own
+// goroutines.
+func (c *Conduit) placeRemote(dest uint64, n int) []byte {
+	s := c.ownSeg.Load()
+	if s == nil || s.Local == nil || dest < s.Owner || n < 0 {
+		return nil
+	}
+	off := dest - s.Owner
+	if off > s.Size || uint64(n) > s.Size-off {
+		return nil
+	}
+	return s.Local[off : off+uint64(n)]
+}
+
 // placedPayload returns the view of this rank's segment that a placed Long
 // wrote, or nil if it is not inside the segment.
 func (c *Conduit) placedPayload(sh slotHeader) []byte {
@@ -723,6 +745,8 @@ func (c *Conduit) AttachSegment(size uint64) error {
 			}
 		}
 		c.seg = reg
+		own := c.peers[c.rank].seg
+		c.ownSeg.Store(&own)
 	}
 	if err := c.b.Barrier(); err != nil {
 		return fmt.Errorf("smp: barrier after mapping segments: %w", err)

@@ -144,7 +144,7 @@ func TestUnreachablePeer(t *testing.T) {
 	}()
 	t0 := New(cfg)
 	start := time.Now()
-	err = t0.Start(&fakeBoot{rank: 0, size: 2, j: j}, []bool{false, true}, func() {})
+	err = t0.Start(&fakeBoot{rank: 0, size: 2, j: j}, []bool{false, true}, func() {}, nil)
 	if err == nil || !strings.Contains(err.Error(), "rank 1") {
 		t.Fatalf("Start with an unreachable peer: %v, want an error naming rank 1", err)
 	}

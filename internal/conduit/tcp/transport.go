@@ -33,6 +33,7 @@ type Transport struct {
 	rank      int
 	size      int
 	wake      func()
+	place     func(dest uint64, n int) []byte // this rank's segment bytes for a Long, or nil
 	ln        *net.TCPListener
 	peers     []*link
 	in        [2]inbound // 0 requests, 1 replies
@@ -56,6 +57,7 @@ type frame struct {
 	src     int
 	h       conduit.Header
 	payload []byte
+	placed  bool // a Long read straight into this rank's segment
 }
 
 type inbound struct {
@@ -138,8 +140,8 @@ func (t *Transport) Limits() conduit.Limits {
 
 // Start implements smp.Remote: listen, exchange addresses through the
 // bootstrap, dial the higher remote ranks and accept the lower ones.
-func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func()) error {
-	t.b, t.rank, t.size, t.wake = b, b.Rank(), b.Size(), wake
+func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func(), place func(dest uint64, n int) []byte) error {
+	t.b, t.rank, t.size, t.wake, t.place = b, b.Rank(), b.Size(), wake, place
 	t.peers = make([]*link, t.size)
 	ln, err := listen(net.JoinHostPort(t.cfg.Addr, "0"), false)
 	if err != nil {
@@ -242,8 +244,20 @@ func (t *Transport) read(l *link) {
 			continue // no control messages are needed yet; skipped
 		}
 		var payload []byte
+		placed := false
 		if err == nil && fh.NBytes > 0 {
-			payload = make([]byte, fh.NBytes)
+			// A Long whose bytes lie in this rank's segment is read
+			// straight into it (no staging copy); anything else into a
+			// buffer, and a Long outside the segment arrives unplaced for
+			// the receiver to refuse.
+			if fh.Cat == conduit.Long && t.place != nil {
+				if dst := t.place(fh.Dest, fh.NBytes); dst != nil {
+					payload, placed = dst, true
+				}
+			}
+			if payload == nil {
+				payload = make([]byte, fh.NBytes)
+			}
 			err = fr.ReadPayload(payload)
 		}
 		if err != nil {
@@ -260,7 +274,7 @@ func (t *Transport) read(l *link) {
 		}
 		q := &t.in[qi]
 		q.mu.Lock()
-		q.q = append(q.q, frame{src: l.rank, h: fh.Header, payload: payload})
+		q.q = append(q.q, frame{src: l.rank, h: fh.Header, payload: payload, placed: placed})
 		q.mu.Unlock()
 		t.queued.Add(1)
 		t.wake()
@@ -361,7 +375,7 @@ func (t *Transport) drain(qi int, d conduit.Delivery) int {
 	var in conduit.Incoming
 	for i := range batch {
 		f := &batch[i]
-		in.Src, in.Header, in.Payload, in.Placed = f.src, f.h, f.payload, false
+		in.Src, in.Header, in.Payload, in.Placed = f.src, f.h, f.payload, f.placed
 		d(&in)
 		*f = frame{}
 	}
