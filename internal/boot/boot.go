@@ -23,6 +23,7 @@ package boot
 import (
 	"errors"
 	"github.com/gexgo/gexgo/internal/auth"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -139,6 +140,21 @@ func secretFromStdin() error {
 	case <-time.After(DialTimeout):
 		return errors.New("boot: " + EnvSecretStdin + "=1 but no secret arrived on standard input")
 	}
+}
+
+// HostAddr is this host's address for network traffic of a job: the first
+// IPv4 address its name resolves to that is not loopback, else 127.0.0.1.
+func HostAddr() string {
+	if name, err := os.Hostname(); err == nil {
+		if ips, err := net.LookupIP(name); err == nil {
+			for _, ip := range ips {
+				if !ip.IsLoopback() && ip.To4() != nil {
+					return ip.String()
+				}
+			}
+		}
+	}
+	return "127.0.0.1"
 }
 
 // HostIdentity returns GEX_HOST if set, else the hostname.

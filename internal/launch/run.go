@@ -730,16 +730,7 @@ func bootAddr(addr string) string {
 	if addr != "" {
 		return addr
 	}
-	if name, err := os.Hostname(); err == nil {
-		if ips, err := net.LookupIP(name); err == nil {
-			for _, ip := range ips {
-				if !ip.IsLoopback() && ip.To4() != nil {
-					return ip.String()
-				}
-			}
-		}
-	}
-	return "127.0.0.1"
+	return boot.HostAddr()
 }
 
 // remoteEnv is what an SSH-started rank gets on its command line: the GEX_*

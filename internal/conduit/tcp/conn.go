@@ -20,39 +20,34 @@ func setNoDelay(c net.Conn) {
 // its bookkeeping, and counts that bookkeeping against it, so half is what
 // payload can be relied on to fit without the write blocking.
 func sendBufferFull(c net.Conn, n int) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	full := false
-	rc.Control(func(fd uintptr) {
-		queued, err1 := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
-		size, err2 := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
-		full = err1 == nil && err2 == nil && queued+n > size/2
-	})
-	return full
+	queued, size, ok := sendQueue(c)
+	return ok && queued+n > size/2
 }
 
-// sendQueued reports whether c's kernel send queue still holds bytes
-// (SIOCOUTQ > 0): then a small frame can wait to be batched with the next
-// ones without adding to its latency much.
+// sendQueued reports whether c's kernel send queue still holds bytes: then a
+// small frame can wait to be batched with the next ones without adding much
+// to its latency.
 func sendQueued(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
+	queued, _, ok := sendQueue(c)
+	return ok && queued > 0
+}
+
+// sendQueue returns the bytes in c's kernel send queue (SIOCOUTQ) and its
+// SO_SNDBUF.
+func sendQueue(c net.Conn) (queued, size int, ok bool) {
+	sc, isSys := c.(syscall.Conn)
+	if !isSys {
+		return 0, 0, false
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return 0, 0, false
 	}
-	queued := false
 	rc.Control(func(fd uintptr) {
-		n, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
-		queued = err == nil && n > 0
+		var err1, err2 error
+		queued, err1 = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+		size, err2 = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		ok = err1 == nil && err2 == nil
 	})
-	return queued
+	return queued, size, ok
 }

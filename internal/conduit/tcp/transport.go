@@ -100,7 +100,7 @@ func ConfigFromEnv(jobID string) (Config, error) {
 	cfg.Secret = sec
 	cfg.Addr = os.Getenv(EnvAddr)
 	if cfg.Addr == "" {
-		cfg.Addr = hostAddr()
+		cfg.Addr = boot.HostAddr()
 	}
 	if v := os.Getenv(EnvTimeout); v != "" {
 		d, err := time.ParseDuration(v)
@@ -110,22 +110,6 @@ func ConfigFromEnv(jobID string) (Config, error) {
 		cfg.Timeout = d
 	}
 	return cfg, nil
-}
-
-// hostAddr is this host's address: the first address its name resolves to
-// that is not loopback, else 127.0.0.1.
-func hostAddr() string {
-	name, err := os.Hostname()
-	if err == nil {
-		if ips, err := net.LookupIP(name); err == nil {
-			for _, ip := range ips {
-				if !ip.IsLoopback() && ip.To4() != nil {
-					return ip.String()
-				}
-			}
-		}
-	}
-	return "127.0.0.1"
 }
 
 // New returns a Transport for cfg; Start connects it.
