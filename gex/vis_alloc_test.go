@@ -17,14 +17,7 @@ import (
 // local buffer and rank r's segment at base (which has room for 2 KiB).
 func runVISAllocs(rep allocReporter, c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr) {
 	const chunk, n = 8, 128
-	local := make([]byte, 2*chunk*n)
-	vecR, vecL, addrs := make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
-	for i := range n {
-		off := 2 * chunk * i
-		vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
-		addrs[i] = base + gex.Addr(off)
-		vecL[i] = local[off : off+chunk]
-	}
+	local, vecR, vecL, addrs := visLists(base, chunk, n)
 	str, count := []int{2 * chunk}, []int{n}
 	str2, count2 := []int{2 * chunk, 16 * chunk}, []int{8, n / 8} // two levels
 	assertNoAllocs(rep, fmt.Sprintf("to rank %d", r), 100, func(check func(error)) []allocCase {

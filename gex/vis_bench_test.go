@@ -40,14 +40,7 @@ type visCase struct {
 // bytes in chunks of chunk bytes at 50% density, on both sides.
 func visShapes(tm *gex.TM, rank gex.Rank, base gex.Addr, chunk, payload int) []visCase {
 	n := payload / chunk
-	local := make([]byte, 2*payload)
-	vecR, vecL, addrs := make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
-	for i := range n {
-		off := 2 * chunk * i
-		vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
-		addrs[i] = base + gex.Addr(off)
-		vecL[i] = local[off : off+chunk]
-	}
+	local, vecR, vecL, addrs := visLists(base, chunk, n)
 	str, count := []int{2 * chunk}, []int{n}
 	return []visCase{
 		{"VectorPut", func() error { return tm.VectorPutBlocking(rank, vecR, vecL, 0) }},
@@ -57,4 +50,19 @@ func visShapes(tm *gex.TM, rank gex.Rank, base gex.Addr, chunk, payload int) []v
 		{"StridedPut", func() error { return tm.StridedPutBlocking(rank, base, str, local, 0, str, chunk, count, 0) }},
 		{"StridedGet", func() error { return tm.StridedGetBlocking(local, 0, str, rank, base, str, chunk, count, 0) }},
 	}
+}
+
+// visLists lays out n chunks of chunk bytes at 50% density (chunk i at
+// 2*chunk*i) on both sides: a local buffer, the remote Memvecs and addresses
+// from base, and the local chunks.
+func visLists(base gex.Addr, chunk, n int) (local []byte, vecR []gex.Memvec, vecL [][]byte, addrs []gex.Addr) {
+	local = make([]byte, 2*chunk*n)
+	vecR, vecL, addrs = make([]gex.Memvec, n), make([][]byte, n), make([]gex.Addr, n)
+	for i := range n {
+		off := 2 * chunk * i
+		vecR[i] = gex.Memvec{Addr: base + gex.Addr(off), Len: chunk}
+		addrs[i] = base + gex.Addr(off)
+		vecL[i] = local[off : off+chunk]
+	}
+	return local, vecR, vecL, addrs
 }
