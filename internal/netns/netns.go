@@ -75,6 +75,12 @@ func Setup(k int) (*Net, error) {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 	}
+	// Running a program inside needs more than creating the namespace
+	// (ip netns exec remounts /sys): check it once.
+	if out, err := exec.Command("ip", "netns", "exec", n.Hosts[0].NS, "true").CombinedOutput(); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("%w: ip netns exec: %v: %s", ErrUnavailable, err, strings.TrimSpace(string(out)))
+	}
 	return n, nil
 }
 
