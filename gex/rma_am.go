@@ -253,6 +253,22 @@ func partDone[T any, P opEntry[T]](c *Client, t *opTable[T, P], id int32, op P, 
 	}
 }
 
+// ackPart retires the part of an operation of table that an acknowledgement
+// (args: op, gen, status) names; a non-zero status is the target's refusal
+// of the remote range.
+func ackPart[T any, P opEntry[T]](c *Client, table *opTable[T, P], what string, t *Token, a []AMArg) {
+	op := table.lookup(a[0], a[1], t.src)
+	if op == nil {
+		c.logf("dropped a %s acknowledgement from rank %d for an operation not in flight (%d/%d)", what, t.src, a[0], a[1])
+		return
+	}
+	var err error
+	if a[2] != 0 {
+		err = errRemoteRange
+	}
+	partDone(c, table, a[0], op, err)
+}
+
 // chunkDone retires one chunk of an RMA or atomic operation.
 func (c *Client) chunkDone(id int32, op *rmaOp, err error) { partDone(c, &c.ops, id, op, err) }
 
@@ -292,16 +308,7 @@ func (c *Client) rmaHandlers() []AMEntry {
 			c.replyInternal(t, h, nil)
 		}},
 		{Index: hPutAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-put-ack", Fn: func(t *Token, _ []byte, a []AMArg) {
-			op := c.ops.lookup(a[0], a[1], t.src)
-			if op == nil {
-				c.logf("dropped a put acknowledgement from rank %d for an operation not in flight (%d/%d)", t.src, a[0], a[1])
-				return
-			}
-			var err error
-			if a[2] != 0 {
-				err = errRemoteRange
-			}
-			c.chunkDone(a[0], op, err)
+			ackPart(c, &c.ops, "put", t, a)
 		}},
 		{Index: hGetReq, Flags: FlagAMShort | FlagAMRequest, NArgs: 6, Name: "gex-get", Fn: func(t *Token, _ []byte, a []AMArg) {
 			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hGetRep), NArgs: 4}

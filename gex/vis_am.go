@@ -605,16 +605,7 @@ func (c *Client) visHandlers() []AMEntry {
 			ack(t, a, 0)
 		}},
 		{Index: hVISAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-vis-ack", Fn: func(t *Token, _ []byte, a []AMArg) {
-			op := c.vis.ops.lookup(a[0], a[1], t.src)
-			if op == nil {
-				c.logf("dropped a VIS acknowledgement from rank %d for an operation not in flight (%d/%d)", t.src, a[0], a[1])
-				return
-			}
-			var err error
-			if a[2] != 0 {
-				err = errRemoteRange
-			}
-			c.visPartDone(a[0], op, err)
+			ackPart(c, &c.vis.ops, "VIS", t, a)
 		}},
 		{Index: hVISGetReq, Flags: FlagAMMedium | FlagAMRequest, NArgs: 4, Name: "gex-vis-get", Fn: func(t *Token, p []byte, a []AMArg) {
 			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hVISGetRep), NArgs: 4}
