@@ -102,31 +102,15 @@ func FuzzVISStrided(f *testing.F) {
 			return
 		}
 		// Reference: level 0 varies fastest.
-		total := es
-		for _, n := range count {
-			total *= n
-		}
-		if total > 0 {
-			idx := make([]int, L)
-			for {
+		if es > 0 {
+			forEachIndex(count, func(idx []int) {
 				so, do := int(loff), 0x4000+int(roff)
 				for k := range idx {
 					so += idx[k] * ls[k]
 					do += idx[k] * rs[k]
 				}
 				copy(want[do:do+es], src[so:so+es])
-				k := 0
-				for ; k < L; k++ {
-					idx[k]++
-					if idx[k] < count[k] {
-						break
-					}
-					idx[k] = 0
-				}
-				if k == L {
-					break
-				}
-			}
+			})
 		}
 		if !bytes.Equal(mem, want) {
 			t.Fatalf("segment differs from the reference at %d (elemsz %d count %v dst strides %v src strides %v)", firstDiff(mem, want), es, count, rs, ls)

@@ -94,22 +94,36 @@ func stridedSide(rng *rand.Rand, elemsz int, count []int) (strides []int, base, 
 	}
 	base = -lo
 	size = ext + 16
-	idx := make([]int, L)
-	for {
+	forEachIndex(count, func(idx []int) {
 		off := base
 		for k := range idx {
 			off += idx[k] * strides[k]
 		}
 		runs = append(runs, visRun{off, elemsz})
+	})
+	return strides, base, size, runs
+}
+
+// forEachIndex calls f with every index vector of a strided shape, level 0
+// varying fastest (the EX metadata convention). A zero count means none.
+func forEachIndex(count []int, f func(idx []int)) {
+	for _, n := range count {
+		if n == 0 {
+			return
+		}
+	}
+	idx := make([]int, len(count))
+	for {
+		f(idx)
 		k := 0
-		for ; k < L; k++ {
+		for ; k < len(count); k++ {
 			idx[k]++
 			if idx[k] < count[k] {
 				break
 			}
 			idx[k] = 0
 		}
-		if k == L {
+		if k == len(count) {
 			return
 		}
 	}
