@@ -120,7 +120,8 @@ type collOp struct {
 	acc     []byte
 	spans   []collSpan
 	slots   [maxSlots]collSlot
-	nchild  int // children in the reduction tree
+	nchild  int   // children in the reduction tree
+	staged  int64 // bytes staged before initiation (counted in the engine's staged)
 	forward bool
 	viaMap  bool // broadcast through the root's mapped segment (root side)
 }
@@ -158,6 +159,7 @@ type collEngine struct {
 	free     []*collOp
 	bufs     [24][][]byte // pooled buffers by size class (1<<6 .. 1<<29)
 	stale    atomic.Uint64
+	staged   int64 // bytes staged for operations not yet initiated here (under mu)
 }
 
 func (e *collEngine) init(c *Client) {
@@ -219,6 +221,7 @@ func (e *collEngine) newOp(ts *teamState, seq uint32, kind collKind) *collOp {
 
 // release returns op's buffers and op itself to the pools (under mu).
 func (e *collEngine) release(op *collOp) {
+	e.staged -= op.staged
 	for i := range op.slots {
 		if op.slots[i].pooled {
 			e.putBuf(op.slots[i].buf)
@@ -300,12 +303,28 @@ func (e *collEngine) recv(src int, a []AMArg, p []byte) {
 	}
 	s := &op.slots[slot]
 	if !s.arrived {
+		if op.initiated {
+			// The stream's size follows from this rank's own arguments; a
+			// peer disagreeing allocates nothing here.
+			if want := op.expect(slot); want != total {
+				op.fail(badArg("Coll", "%v: rank %d sent a stream of %d bytes where this rank expects %d: arguments are not single-valued", kind, src, total, want))
+				e.enqueue(op)
+				return
+			}
+		} else if e.staged+int64(total) > maxStaged {
+			e.c.logf("dropped a %v message from rank %d: staging it would hold more than %d bytes for collectives this rank has not called yet", kind, src, maxStaged)
+			return
+		}
 		s.arrived, s.total = true, total
 		if total > 0 {
 			if b := op.direct(slot); b != nil && len(b) == total {
 				s.buf = b
 			} else {
 				s.buf, s.pooled = e.getBuf(total), true
+				if !op.initiated {
+					op.staged += int64(total)
+					e.staged += int64(total)
+				}
 			}
 		}
 	} else if total == 0 {
@@ -337,6 +356,38 @@ func (op *collOp) fail(err error) {
 	if op.err == nil {
 		op.err = err
 	}
+}
+
+// maxStaged bounds the bytes a rank holds for collectives it has not called
+// yet (peers ahead of it): beyond it, their messages are dropped with a line,
+// so no peer can make a rank allocate without limit.
+const maxStaged = 1 << 30
+
+// expect is the size of stream slot of an initiated operation, as this
+// rank's own arguments determine it (-1: no such stream).
+func (op *collOp) expect(slot int) int {
+	switch op.kind {
+	case kindBarrier:
+		if slot >= 1 && 1<<(slot-1) < op.n {
+			return 0
+		}
+	case kindBcast:
+		switch {
+		case slot == 0:
+			return op.nbytes
+		case slot == slotDirect, slot >= slotAck && slot < slotAck+op.n-1:
+			return 0
+		}
+	case kindReduceOne, kindReduceAll:
+		if slot <= 32 {
+			return op.nbytes
+		}
+	case kindGather:
+		if slot == 0 {
+			return op.n * op.nbytes
+		}
+	}
+	return -1
 }
 
 // direct is where slot's bytes may land without a staging copy once the

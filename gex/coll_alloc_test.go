@@ -109,3 +109,45 @@ func TestCollDirectBogus(t *testing.T) {
 		e.collBarrier(e.tm)
 	})
 }
+
+// TestCollSizeMismatch: a stream whose size disagrees with the receiver's own
+// arguments fails the receiver's collective with ErrBadArg (nothing is
+// allocated for it), and a stream for a collective not yet called that would
+// exceed the staging limit is dropped; the ranks stay in step afterwards.
+func TestCollSizeMismatch(t *testing.T) {
+	conformance(t, 2, jobOpts{}, func(e *rankEnv) {
+		raw := func(seq, total int32) {
+			h := gex.RawHeader{Cat: gex.RawMedium, IsReq: true, Handler: uint8(gex.CollIndex), NArgs: 9}
+			h.Args[0], h.Args[2], h.Args[3], h.Args[5] = 1, seq, 2<<8, total // broadcast stream 0
+			e.Check(gex.RawSend(e.c, 0, h, make([]byte, 8)), "RawSend")
+		}
+		e.collBarrier(e.tm) // collective #0
+		dst, src := make([]byte, 8), []byte("12345678")
+		if e.rank == 0 {
+			ev, err := e.tm.BroadcastNB(1, dst, nil, 8, 0) // collective #1, initiated first
+			e.Check(err, "BroadcastNB")
+			e.Barrier()
+			if err := ev.Wait(); !errors.Is(err, gex.ErrBadArg) {
+				e.Fatalf("broadcast receiving a 1 GiB stream for 8 bytes: %v, want ErrBadArg", err)
+			}
+		} else {
+			e.Barrier()
+			raw(1, 1<<30)
+			ev, err := e.tm.BroadcastNB(1, dst, src, 8, 0)
+			e.wait(ev, err, "BroadcastNB")
+		}
+		e.Barrier()
+		// Collective #2: the bogus stream arrives before rank 0 calls it and
+		// is over the staging limit.
+		if e.rank == 1 {
+			raw(2, 1<<30+1)
+		}
+		e.Barrier()
+		ev, err := e.tm.BroadcastNB(1, dst, src, 8, 0)
+		e.wait(ev, err, "BroadcastNB after a dropped stream")
+		if string(dst) != "12345678" {
+			e.Fatalf("broadcast after the dropped stream delivered %q", dst)
+		}
+		e.collBarrier(e.tm)
+	})
+}
