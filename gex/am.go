@@ -384,6 +384,7 @@ func (c *Client) inject(s *amSpec, args []AMArg) error {
 	if s.lc != nil && !isLCSentinel(s.lc) {
 		*s.lc = EventInvalid // payload copied during the call: locally complete
 	}
+	c.watch.progress.Add(1)
 	return nil
 }
 

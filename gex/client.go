@@ -83,6 +83,8 @@ type Client struct {
 	rcvStop   chan struct{}
 	rcvDone   chan struct{}
 	closed    atomic.Bool
+
+	watch watchState // peers leaving, progress, waits (watch.go)
 }
 
 // cdata is the client-data slot of the major objects (gex_*_SetCData).
@@ -225,6 +227,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 		c.ep.handlers[e.Index].Store(&e)
 	}
 	cd.SetDelivery(c.deliver)
+	c.startWatch(cfg.cd == nil) // a process rank unless the caller gave the conduit
 	if err := cd.Barrier(); err != nil {
 		return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: "initial barrier: " + err.Error()}
 	}
@@ -335,7 +338,7 @@ func (c *Client) Poll() error {
 	if err := c.checkRestricted("Poll"); err != nil {
 		return err
 	}
-	c.cd.Poll(false)
+	c.watch.progress.Add(uint64(c.cd.Poll(false)))
 	c.coll.progress()
 	return nil
 }
@@ -363,12 +366,27 @@ const (
 )
 
 func (c *Client) blockUntil(op string, cond func() bool) error {
+	return c.blockUntilWhat(op, "", -1, cond)
+}
+
+// blockUntilWhat is blockUntil recording that it waits for what to peer
+// (for --hang-timeout reports and error messages).
+func (c *Client) blockUntilWhat(op, what string, peer int, cond func() bool) error {
 	if err := c.checkRestricted(op); err != nil {
 		return err
 	}
+	if cond() {
+		return nil
+	}
+	c.beginWait(op, what, peer)
+	defer c.endWait()
 	idle := 0
 	for !cond() {
-		if c.cd.Poll(false) > 0 {
+		if err := c.faultErr(op); err != nil {
+			return err
+		}
+		if n := c.cd.Poll(false); n > 0 {
+			c.watch.progress.Add(uint64(n))
 			c.coll.progress()
 			idle = 0
 			continue
@@ -414,7 +432,8 @@ func (c *Client) startReceiver() {
 				return
 			default:
 			}
-			if c.cd.Poll(false) > 0 {
+			if n := c.cd.Poll(false); n > 0 {
+				c.watch.progress.Add(uint64(n))
 				c.coll.progress()
 				idle = 0
 				continue
@@ -447,6 +466,7 @@ func (c *Client) Close() error {
 		close(c.rcvStop)
 		<-c.rcvDone
 	}
+	c.stopWatch()
 	return c.cd.Close()
 }
 

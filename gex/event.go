@@ -20,6 +20,8 @@ type eventState struct {
 	pending atomic.Int32 // parts still outstanding; complete at 0
 	gen     atomic.Uint32
 	failed  atomic.Pointer[error] // a part failed at the target (path (b) only)
+	what    string                // the operation, for messages ("RMA", "Barrier", ...)
+	peer    int32                 // the job rank it involves, or -1
 }
 
 // EventInvalid is GEX_EVENT_INVALID: an already-completed operation.
@@ -76,6 +78,7 @@ func (c *Client) newEvent(parts int32) *eventState {
 	s := c.evPool.Get().(*eventState)
 	s.c = c
 	s.failed.Store(nil)
+	s.what, s.peer = "", -1
 	s.pending.Store(parts)
 	return s
 }
@@ -144,7 +147,7 @@ func (e Event) Wait() error {
 		return err
 	}
 	if !e.s.complete() {
-		if err := e.s.c.blockUntil("Event.Wait", e.s.complete); err != nil {
+		if err := e.s.c.blockUntilWhat("Event.Wait", e.s.what, int(e.s.peer), e.s.complete); err != nil {
 			return err
 		}
 	}
