@@ -47,7 +47,7 @@ type Client struct {
 	// handlerG[q] is the goroutine running a handler delivered from inbound
 	// queue q (0 requests, 1 replies), or 0. Each queue has one consumer at a
 	// time, so one word per queue tracks every handler context of the client.
-	handlerG [2]atomic.Uintptr
+	handlerG [3]atomic.Uintptr // [2]: AMs released from the hold (refuse.go)
 	prepareG gset // goroutines between an AM Prepare and its Commit
 
 	waitMode atomic.Int32
@@ -85,6 +85,7 @@ type Client struct {
 	closed    atomic.Bool
 
 	watch watchState // peers leaving, progress, waits (watch.go)
+	held  holdState  // AMs that arrived before their handler (refuse.go)
 }
 
 // cdata is the client-data slot of the major objects (gex_*_SetCData).
@@ -189,6 +190,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	}
 	c.waitMode.Store(int32(mode))
 	c.verbose.Store(os.Getenv(EnvVerbose) == "1")
+	c.held.drop = os.Getenv(EnvAMRefuse) == "drop"
 	c.rcvWanted = os.Getenv(EnvRcvThread) == "1"
 	if cfg.rcv != nil {
 		c.rcvWanted = *cfg.rcv
@@ -216,7 +218,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm
-	c.reqTok.c, c.repTok.c = c, c
+	c.reqTok.c, c.repTok.c, c.held.tok.c = c, c, c
 	for _, e := range c.rmaHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
@@ -385,6 +387,7 @@ func (c *Client) blockUntilWhat(op, what string, peer int, cond func() bool) err
 		if err := c.faultErr(op); err != nil {
 			return err
 		}
+		c.expireHeld()
 		if n := c.cd.Poll(false); n > 0 {
 			c.watch.progress.Add(uint64(n))
 			c.coll.progress()

@@ -64,7 +64,7 @@ func TestKilledRank(t *testing.T) {
 	if res.code != 1 {
 		t.Errorf("code %d, want 1", res.code)
 	}
-	re := regexp.MustCompile(`^gexrun: rank 1 \(pid \d+\) was killed by signal SIGKILL; terminating the job$`)
+	re := regexp.MustCompile(`^gexrun: rank 1 \(pid \d+\) was killed by signal SIGKILL; it left while ranks 0, 2 were still running; terminating the job$`)
 	ls := launcherLines(res.out)
 	if len(ls) != 1 || !re.MatchString(ls[0]) {
 		t.Errorf("launcher lines %q, want one matching %v", ls, re)
