@@ -48,7 +48,7 @@ type Client struct {
 	// queue q (0 requests, 1 replies), or 0. Each queue has one consumer at a
 	// time, so one word per queue tracks every handler context of the client.
 	handlerG [3]atomic.Uintptr // [2]: AMs released from the hold (refuse.go)
-	prepareG gset // goroutines between an AM Prepare and its Commit
+	prepareG gset              // goroutines between an AM Prepare and its Commit
 
 	waitMode atomic.Int32
 	// spinPolls is how many empty polls spin-then-block spends before

@@ -25,8 +25,8 @@ import (
 // AMs are held (at most heldMax AMs and heldBytes payload bytes) and
 // delivered by the RegisterHandlers that registers their index; they are
 // refused when this rank makes its next collective call with the index still
-// unregistered, when one has been held for heldWait, or when the hold is
-// full.
+// unregistered, when one has been held for heldWait (a timer sees to it even
+// if this rank makes no library call), or when the hold is full.
 
 // EnvAMRefuse selects what a refused AM does: "fatal" (default) or "drop".
 const EnvAMRefuse = "GEX_AM_REFUSE"
@@ -73,7 +73,16 @@ func (c *Client) hold(in *conduit.Incoming) bool {
 	h.list = append(h.list, heldAM{in: cp, arrived: time.Now()})
 	h.bytes += len(cp.Payload)
 	h.n.Store(int32(len(h.list)))
+	if len(h.list) == 1 {
+		c.armHeldTimer(heldWait)
+	}
 	return true
+}
+
+// armHeldTimer makes the held AMs expire after d even if this rank makes no
+// library call (it computes, or waits outside the library).
+func (c *Client) armHeldTimer(d time.Duration) {
+	time.AfterFunc(d+time.Millisecond, c.expireHeld)
 }
 
 // releaseHeld delivers the held AMs whose index is now registered (after
@@ -106,6 +115,9 @@ func (c *Client) releaseHeld(refuseRest bool) {
 		h.bytes += len(a.in.Payload)
 	}
 	h.n.Store(int32(len(keep)))
+	if len(keep) > 0 && !refuseRest {
+		c.armHeldTimer(heldWait - now.Sub(keep[0].arrived))
+	}
 	h.mu.Unlock()
 	for i := range ready {
 		c.deliverWith(&ready[i].in, &h.tok)
