@@ -17,6 +17,9 @@ import (
 const roleEnv = "GEXRUN_TEST_ROLE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "gexrun" { // the launcher itself, for signal tests
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if os.Getenv(roleEnv) == "rank" {
 		rank, _ := strconv.Atoi(os.Getenv("GEX_RANK"))
 		fmt.Printf("rank %d of %s on %s\n", rank, os.Getenv("GEX_SIZE"), os.Getenv("GEX_HOST"))

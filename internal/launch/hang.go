@@ -24,8 +24,9 @@ func (j *job) progressEnv(envs [][]string) [][]string {
 	return envs
 }
 
-// checkHang ends the job when every rank still in it has reported no
-// communication progress for HangTimeout: one line, then a line per rank
+// checkHang ends the job when no rank still in it has made communication
+// progress for HangTimeout and at least one of them waits in the library (a
+// job whose ranks all compute is not hung): one line, then a line per rank
 // saying what it waits on (the op and the peer, from its last report), then
 // SIGQUIT to every rank, which prints its goroutine stacks labelled with its
 // rank and exits; SIGKILL after Grace; code CodeTimeout.
@@ -37,6 +38,7 @@ func (j *job) checkHang() {
 	prog := j.srv.Progress()
 	now := time.Now()
 	var in []int
+	waiting := false
 	for r, p := range prog {
 		if !p.Joined || p.Finalized || j.exited[r] {
 			continue
@@ -45,9 +47,10 @@ func (j *job) checkHang() {
 			return // someone moved
 		}
 		in = append(in, r)
+		waiting = waiting || p.Waiting != ""
 	}
-	if len(in) == 0 {
-		return
+	if len(in) == 0 || !waiting {
+		return // nobody waits in the library: computing is not a hang
 	}
 	j.finish(endTimeout, CodeTimeout, fmt.Sprintf("no rank made communication progress for %v; dumping the goroutine stacks of %s and ending the job", h, plural(len(in), "rank")))
 	for _, r := range in {

@@ -8,7 +8,8 @@
 //	-mode am      rank 0 sends an AM to handler -handler, which rank 1 never
 //	              registers, then waits for a reply
 //	-mode hang    every rank waits for an AM that nobody sends (deadlock)
-//	-mode busy    ranks pass AMs around a ring for -for, then Close
+//	-mode busy    ranks pass AMs around a ring, one a millisecond, for at
+//	              least -for, then Close
 //	-mode wait    every rank waits on a barrier event with a context that is
 //	              cancelled after -for (Event.WaitContext), then a full barrier
 package main
@@ -75,8 +76,8 @@ func main() {
 		var got atomic.Int64
 		ep.RegisterHandlers([]gex.AMEntry{{Index: 150, Flags: gex.FlagAMShort | gex.FlagAMRequest, Fn: func(*gex.Token, []byte, []gex.AMArg) { got.Add(1) }}})
 		barrier(tm)
-		end := time.Now().Add(*dur)
-		for i := int64(1); time.Now().Before(end); i++ {
+		iters := int64(*dur / time.Millisecond) // the same count on every rank
+		for i := int64(1); i <= iters; i++ {
 			tm.RequestShort((me+1)%n, 150, 0)
 			c.BlockUntil(func() bool { return got.Load() >= i })
 			time.Sleep(time.Millisecond)
