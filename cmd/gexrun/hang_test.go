@@ -272,4 +272,3 @@ func TestREADMEExample(t *testing.T) {
 		}
 	}
 }
-
