@@ -272,3 +272,53 @@ func TestREADMEExample(t *testing.T) {
 		}
 	}
 }
+
+// TestHydraRankLeavesEarly: the same mistake in a job started by MPICH's
+// mpiexec.hydra (PMI-1 and PMI-2): hydra kills every rank the moment a rank's
+// PMI connection closes without finalize, so each rank's holder keeps it open
+// a moment (internal/boot, pmihold.go) while the ranks of the host, which
+// watch each other's processes, fail their waits naming the rank; the lowest
+// one still running prints the one line, and the job ends non-zero.
+func TestHydraRankLeavesEarly(t *testing.T) {
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skip("mpiexec.hydra is not on PATH (Debian: apt-get install mpich)")
+	}
+	prog := mistakes(t)
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "GEX_") && !strings.HasPrefix(e, "PMI_") && !strings.HasPrefix(e, roleEnv+"=") {
+			env = append(env, e)
+		}
+	}
+	for _, pmi := range []string{"1", "2"} {
+		t.Run("PMI-"+pmi, func(t *testing.T) {
+			cmd := exec.Command("timeout", "60", hydra, "-n", "4", prog, "-mode", "leave", "-rank", "1")
+			cmd.Env = append(env, "GEX_PMI="+pmi)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			ended := time.Now()
+			out, errOut := stdout.String(), stderr.String()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 124 {
+				t.Errorf("mpiexec.hydra ended with %v, want a non-zero status other than timeout's 124", err)
+			}
+			line := regexp.MustCompile(`(?m)^gexgo: rank 1 \(pid \d+\) ended without calling Close; it left while ranks 0, 2, 3 were still running; ending the job$`)
+			if n := len(line.FindAllString(errOut, -1)); n != 1 {
+				t.Errorf("stderr has %d lines matching %v, want 1:\n%s", n, line, errOut)
+			}
+			for _, r := range []int{0, 2, 3} {
+				want := regexp.MustCompile(fmt.Sprintf(`(?m)^rank %d: barrier: gex: Event.Wait: rank 1 \(pid \d+\) ended without calling Close; .*\(pending: Event.Wait for Barrier\)`, r))
+				if !want.MatchString(out) {
+					t.Errorf("rank %d's wait did not fail naming rank 1:\n%s", r, out)
+				}
+			}
+			if d := ended.Sub(leaveTime(t, out)); d > 2*time.Second {
+				t.Errorf("the job ended %v after rank 1 left, want within 2s", d)
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+			}
+		})
+	}
+}
