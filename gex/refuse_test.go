@@ -143,6 +143,14 @@ func TestWaitContextCancel(t *testing.T) {
 		}
 		e.Barrier()
 		e.Check(ev.Wait(), "Wait after the cancelled WaitContext")
+		// BlockUntilContext: a condition that never holds, a deadline.
+		ctx3, cancel3 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err = e.c.BlockUntilContext(ctx3, func() bool { return false })
+		cancel3()
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, gex.ErrNotReady) {
+			e.Fatalf("BlockUntilContext past its deadline: %v; want an error wrapping context.DeadlineExceeded and ErrNotReady", err)
+		}
+		e.Check(e.c.BlockUntilContext(context.Background(), func() bool { return true }), "BlockUntilContext(true)")
 		// An expired deadline on a completed event is no error.
 		done, cancel2 := context.WithCancel(context.Background())
 		cancel2()

@@ -241,3 +241,25 @@ func (s *eventState) describe() string {
 	}
 	return what
 }
+
+// BlockUntilContext is BlockUntil with a deadline (GASNET_BLOCKUNTIL, with a
+// Go context added): it polls until cond returns true, or until ctx is done,
+// when it returns an error wrapping ctx.Err() and ErrNotReady.
+func (c *Client) BlockUntilContext(ctx context.Context, cond func() bool) error {
+	var cerr error
+	err := c.blockUntil("BlockUntilContext", func() bool {
+		if cond() {
+			return true
+		}
+		cerr = ctx.Err()
+		return cerr != nil
+	})
+	if err != nil {
+		return err
+	}
+	if cerr != nil {
+		return &ctxError{err: &Error{Op: "BlockUntilContext", Code: ErrCodeNotReady,
+			Msg: fmt.Sprintf("%v before the condition held", cerr)}, ctx: cerr}
+	}
+	return nil
+}

@@ -63,7 +63,7 @@ func TestHelp(t *testing.T) {
 // TestHelpListsEveryFlag guards against a flag added without documentation.
 func TestHelpListsEveryFlag(t *testing.T) {
 	_, out, _ := gexrun("--help")
-	for _, name := range []string{"n", "label", "timeout", "grace", "pretend-hosts"} {
+	for _, name := range []string{"n", "label", "timeout", "grace", "pretend-hosts", "hang-timeout"} {
 		re := regexp.MustCompile(`(?m)^  -{1,2}` + regexp.QuoteMeta(name) + `\b`)
 		if !re.MatchString(out) {
 			t.Errorf("flag %q is not in the flag table", name)
