@@ -181,45 +181,34 @@ func TestSIGQUITDumpsStacks(t *testing.T) {
 	prog := mistakes(t)
 	cmd := exec.Command(testExe(t), "-n", "3", "--label", "--timeout", "60s", prog, "-mode", "hang")
 	cmd.Env = append(os.Environ(), roleEnv+"=gexrun")
-	var out bytes.Buffer
-	w := &syncWriter{b: &out}
-	cmd.Stdout, cmd.Stderr = w, w
+	// The output goes to a file, which the test reads while gexrun runs.
+	outPath := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	for deadline := time.Now().Add(30 * time.Second); strings.Count(w.String(), ": waiting\n") < 3; time.Sleep(10 * time.Millisecond) {
+	output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
+	for deadline := time.Now().Add(30 * time.Second); strings.Count(output(), ": waiting\n") < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the ranks did not start waiting:\n%s", w.String())
+			t.Fatalf("the ranks did not start waiting:\n%s", output())
 		}
 	}
 	cmd.Process.Signal(syscall.SIGQUIT)
-	err := cmd.Wait()
+	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGQUIT) {
 		t.Errorf("gexrun ended with %v, want exit status %d", err, 128+int(syscall.SIGQUIT))
 	}
-	s := w.String()
+	s := output()
 	if !strings.Contains(s, "gexrun: received SIGQUIT; asking 3 ranks for their goroutine stacks\n") {
 		t.Errorf("gexrun did not say it forwarded SIGQUIT:\n%s", s)
 	}
 	stackLines(t, 3, s)
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // TestREADMEExample builds the README's example as it is written there and

@@ -3,6 +3,7 @@ package boot
 import (
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -70,4 +71,17 @@ func (h *peerHooks) run(rank int, msg string) bool {
 		fn(rank, msg)
 	}
 	return true
+}
+
+// RankList is "rank 3 was" or "ranks 0, 2, 3 were": the ranks still running
+// in the one line that says a rank left the job.
+func RankList(rs []int) string {
+	if len(rs) == 1 {
+		return "rank " + strconv.Itoa(rs[0]) + " was"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = strconv.Itoa(r)
+	}
+	return "ranks " + strings.Join(parts, ", ") + " were"
 }

@@ -583,6 +583,19 @@ func (b *pmiBoot) Abort(msg string) {
 // abort otherwise) and exits. It does not return: if the exit function
 // returns (tests), the calling goroutine ends.
 func (b *pmiBoot) end(code int, msg string) {
+	b.finish(code, func() {
+		if code == 0 {
+			b.finalize()
+		} else {
+			b.sendAbort(code, msg)
+		}
+	})
+}
+
+// finish runs the hooks once, lets the holder go, runs tell (what the
+// process manager is told; nil: nothing) and exits with code. It does not
+// return.
+func (b *pmiBoot) finish(code int, tell func()) {
 	b.endOnce.Do(func() {
 		b.mu.Lock()
 		hooks := b.hooks
@@ -590,10 +603,8 @@ func (b *pmiBoot) end(code int, msg string) {
 		b.mu.Unlock()
 		runHooks(hooks, b.rank, b.o.stderr)
 		b.holder.release()
-		if code == 0 {
-			b.finalize()
-		} else {
-			b.sendAbort(code, msg)
+		if tell != nil {
+			tell()
 		}
 		b.exit(code)
 	})

@@ -4,7 +4,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 )
 
@@ -91,18 +90,7 @@ func HolderPID(b Bootstrap) int {
 // left of the job at once. Neither finalize (the job would wait for the
 // leaver's holder) nor abort (hydra 4.0 does not know PMI-2's abort and
 // stops without forwarding the ranks' last output) is sent.
-func (b *pmiBoot) Leave(code int) {
-	b.endOnce.Do(func() {
-		b.mu.Lock()
-		hooks := b.hooks
-		b.hooks = nil
-		b.mu.Unlock()
-		runHooks(hooks, b.rank, b.o.stderr)
-		b.holder.release()
-		b.exit(code)
-	})
-	runtime.Goexit()
-}
+func (b *pmiBoot) Leave(code int) { b.finish(code, nil) }
 
 // release tells the holder that the rank ends the normal way.
 func (h *pmiHolder) release() {

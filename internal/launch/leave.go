@@ -2,11 +2,10 @@ package launch
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/boot/bootwire"
 )
 
@@ -219,7 +218,7 @@ func (j *job) leftEarly(ex rankExit, failed bool, how string, code int) bool {
 // waits fail naming r, then it exits with code after half the grace time);
 // SIGTERM to the ranks that are not connected; SIGKILL after Grace.
 func (j *job) leave(r, pid int, how string, code int, others []int) {
-	line := fmt.Sprintf("rank %d (pid %d) %s; it left while %s still running; terminating the job", r, pid, how, rankList(others))
+	line := fmt.Sprintf("rank %d (pid %d) %s; it left while %s still running; terminating the job", r, pid, how, boot.RankList(others))
 	j.finish(endFailure, code, line)
 	told := map[int]bool{}
 	for _, q := range j.srv.PeerLeft(r, code, j.cfg.Grace/2, line) {
@@ -231,16 +230,4 @@ func (j *job) leave(r, pid int, how string, code int, others []int) {
 		}
 	}
 	j.armGrace()
-}
-
-// rankList is "rank 3 was" or "ranks 0, 2, 3 were".
-func rankList(rs []int) string {
-	if len(rs) == 1 {
-		return "rank " + strconv.Itoa(rs[0]) + " was"
-	}
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = strconv.Itoa(r)
-	}
-	return "ranks " + strings.Join(parts, ", ") + " were"
 }

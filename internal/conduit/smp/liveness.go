@@ -3,8 +3,6 @@ package smp
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,7 +169,7 @@ func (c *Conduit) peerEnded(p int) {
 	}
 	hooks := append([]func(int, string){}, l.hooks...)
 	l.mu.Unlock()
-	msg := fmt.Sprintf("rank %d (pid %d) ended without calling Close; it left while %s still running; ending the job", p, l.pids[p], rankList(running))
+	msg := fmt.Sprintf("rank %d (pid %d) ended without calling Close; it left while %s still running; ending the job", p, l.pids[p], boot.RankList(running))
 	if len(running) > 0 && running[0] == c.rank {
 		// One line for the job: the lowest rank still running says it.
 		fmt.Fprintf(os.Stderr, "gexgo: %s\n", msg)
@@ -220,16 +218,4 @@ func (c *Conduit) stopWatch() {
 		}
 		l.mu.Unlock()
 	})
-}
-
-// rankList is "rank 3 was" or "ranks 0, 2, 3 were".
-func rankList(rs []int) string {
-	if len(rs) == 1 {
-		return "rank " + strconv.Itoa(rs[0]) + " was"
-	}
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = strconv.Itoa(r)
-	}
-	return "ranks " + strings.Join(parts, ", ") + " were"
 }
