@@ -189,7 +189,12 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 	e := c.ep.handlers[in.Handler].Load()
 	if e == nil {
 		if in.Handler >= uint8(AMIndexBase) && c.hold(in) {
-			return // may have arrived before its RegisterHandlers (refuse.go)
+			// It may have arrived before its RegisterHandlers (refuse.go);
+			// if that ran meanwhile, it missed this AM: deliver it now.
+			if c.ep.handlers[in.Handler].Load() != nil {
+				c.releaseHeld(false)
+			}
+			return
 		}
 		c.reject(in, "handler index %d is not registered", in.Handler)
 		return
