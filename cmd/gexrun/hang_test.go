@@ -97,6 +97,23 @@ func TestRankLeavesEarly(t *testing.T) {
 	}
 }
 
+// TestRankLeavesBeforeInit: a rank that exits 0 before ClientInit, while the
+// others wait for it in ClientInit, ends the job once they have joined.
+func TestRankLeavesBeforeInit(t *testing.T) {
+	code, out, errOut := gexrun("-n", "3", "--label", "--timeout", "60s", mistakes(t), "-mode", "leave", "-rank", "1", "-before")
+	ended := time.Now()
+	if code != 0 {
+		t.Errorf("code %d, want 0 (the leaving rank's status)", code)
+	}
+	re := regexp.MustCompile(`(?m)^gexrun: rank 1 \(pid \d+\) exited with status 0 without calling Close; it left while ranks? [0-9, ]+ (was|were) still running; terminating the job$`)
+	if !re.MatchString(errOut) || strings.Count(errOut, "gexrun: ") != 1 {
+		t.Errorf("stderr lacks exactly one line matching %v:\n%s\nstdout:\n%s", re, errOut, out)
+	}
+	if d := ended.Sub(leaveTime(t, out)); d > 2*time.Second {
+		t.Errorf("the job ended %v after rank 1 left, want within 2s", d)
+	}
+}
+
 // TestRankLeavesEarlySSH: the same through the ssh spawner (a local stand-in
 // for ssh, two hosts, the tcp conduit between them).
 func TestRankLeavesEarlySSH(t *testing.T) {

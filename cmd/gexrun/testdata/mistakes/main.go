@@ -3,8 +3,8 @@
 // line that names it.
 //
 //	-mode leave   rank -rank returns from main (status -status) right after
-//	              ClientInit; the others wait in a barrier and print the
-//	              error their wait returned
+//	              ClientInit (-before: before it); the others wait in a
+//	              barrier and print the error their wait returned
 //	-mode am      rank 0 sends an AM to handler -handler, which rank 1 never
 //	              registers, then waits for a reply
 //	-mode hang    every rank waits for an AM that nobody sends (deadlock)
@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,12 @@ func main() {
 	status := flag.Int("status", 0, "leave: its exit status")
 	handler := flag.Int("handler", 200, "am: the handler index rank 1 never registers")
 	dur := flag.Duration("for", 3*time.Second, "busy: how long; wait: the context's timeout")
+	before := flag.Bool("before", false, "leave: before ClientInit")
 	flag.Parse()
+	if *mode == "leave" && *before && os.Getenv("GEX_RANK") == strconv.Itoa(*rank) {
+		fmt.Printf("rank %d leaves at %d\n", *rank, time.Now().UnixNano())
+		os.Exit(*status)
+	}
 	c, ep, tm, err := gex.ClientInit("MISTAKES", 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mistakes:", err)
