@@ -13,14 +13,7 @@ import (
 // EXITNOW with the job's code; PROGRESS reports are kept per rank.
 func TestServerFinalizeAndPeerLeft(t *testing.T) {
 	srv := listen(t, 4)
-	rs := make([]*rawRank, 3)
-	for i := range rs {
-		rs[i] = dialRaw(t, srv)
-		rs[i].send(hello(i, 4))
-		if m, ok := rs[i].recv().(*bootwire.Welcome); !ok {
-			t.Fatalf("rank %d: %#v, want WELCOME", i, m)
-		}
-	}
+	rs := admit(t, srv, 3, 4)
 	if !srv.Joined(0) || !srv.Joined(2) || srv.Joined(3) || !srv.AnyJoined() {
 		t.Errorf("Joined: %v %v %v, AnyJoined %v; want true true false, true", srv.Joined(0), srv.Joined(2), srv.Joined(3), srv.AnyJoined())
 	}
