@@ -384,16 +384,18 @@ func (c *Client) blockUntilWhat(op, what string, peer int, cond func() bool) err
 	defer c.endWait()
 	idle := 0
 	for !cond() {
-		if err := c.faultErr(op); err != nil {
-			return err
-		}
-		c.expireHeld()
 		if n := c.cd.Poll(false); n > 0 {
 			c.watch.progress.Add(uint64(n))
 			c.coll.progress()
 			idle = 0
 			continue
 		}
+		// Nothing more arrived: a rank that left fails the wait now
+		// (what it sent before it left has been delivered).
+		if err := c.faultErr(op); err != nil {
+			return err
+		}
+		c.expireHeld()
 		c.coll.progress()
 		idle++
 		if c.done != nil && idle%64 == 0 {

@@ -4,6 +4,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -18,19 +20,29 @@ import (
 // the PMI connection open and reads a pipe from the rank. A rank that ends
 // the normal way (Close, Exit, Abort) first writes "F" to the pipe and the
 // holder lets go at once. A rank that ends any other way closes the pipe by
-// ending; the holder then keeps the connection open for at most
-// pmiHoldTime, which gives the other ranks of the host the time to see the
+// ending; the holder then keeps the connection open for at most 2 s
+// (holderScript), which gives the other ranks of the host the time to see the
 // rank's process end (smp conduit, liveness.go), fail their waits naming it
 // and say so; then they kill the holder (HolderPID) and end.
 
-// pmiHoldTime is how long a holder keeps the PMI connection of a rank that
-// ended without finalize.
-const pmiHoldTime = "2"
+// holderScript is the holder: it reads the rank's pipe: "P pid..." names the
+// processes of the rank's peers on this host (HoldFor), "F" (the normal end)
+// lets go at once. At the end of the pipe without "F" it keeps the
+// connection (fd 3) for at most 2 s (20 x 0.1 s), and only while one of
+// those peers runs (a zombie has ended), so that nothing is left once the
+// job is over. Its
+// sleeps do not inherit the connection, so killing the holder releases it at
+// once.
+const holderScript = `p=; while IFS= read -r x; do case $x in F) exit 0;; P*) p=${x#P};; esac; done; n=0; ` +
+	`while [ $n -lt 20 ]; do a=; for q in $p; do s=; read -r s < /proc/$q/stat 2>/dev/null; ` +
+	`case $s in ""|*") Z "*|*") X "*) ;; *) a=1;; esac; done; ` +
+	`[ -n "$a" ] || exit 0; sleep 0.1 3>&-; n=$((n+1)); done`
 
 // pmiHolder is the rank's end of its holder.
 type pmiHolder struct {
-	once sync.Once
-	w    *os.File // the pipe the holder reads; "F\n" = normal end
+	mu   sync.Mutex // guards w and done
+	w    *os.File   // the pipe the holder reads; "F\n" = normal end
+	done bool
 	pid  int
 }
 
@@ -61,7 +73,7 @@ func startHolder(conn pmiConn) *pmiHolder {
 		return nil
 	}
 	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", `IFS= read -r x; [ "$x" = F ] || exec sleep `+pmiHoldTime)
+	cmd := exec.Command("/bin/sh", "-c", holderScript, "gexgo-pmi-holder")
 	cmd.Stdin = r
 	cmd.ExtraFiles = []*os.File{f} // fd 3: the PMI connection, held
 	cmd.Env = []string{}
@@ -92,13 +104,38 @@ func HolderPID(b Bootstrap) int {
 // stops without forwarding the ranks' last output) is sent.
 func (b *pmiBoot) Leave(code int) { b.finish(code, nil) }
 
+// HoldFor tells b's holder (if any) the processes of the rank's peers on
+// this host: once the rank has ended early, it holds the PMI connection only
+// while one of them lives.
+func HoldFor(b Bootstrap, pids []int) {
+	p, ok := b.(*pmiBoot)
+	if !ok || p.holder == nil {
+		return
+	}
+	var sb strings.Builder
+	sb.WriteString("P")
+	for _, pid := range pids {
+		if pid > 0 && pid != os.Getpid() {
+			sb.WriteString(" " + strconv.Itoa(pid))
+		}
+	}
+	p.holder.mu.Lock()
+	defer p.holder.mu.Unlock()
+	if !p.holder.done {
+		p.holder.w.WriteString(sb.String() + "\n")
+	}
+}
+
 // release tells the holder that the rank ends the normal way.
 func (h *pmiHolder) release() {
 	if h == nil {
 		return
 	}
-	h.once.Do(func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		h.done = true
 		h.w.WriteString("F\n")
 		h.w.Close()
-	})
+	}
 }

@@ -85,6 +85,7 @@ func (c *Conduit) watchPeers(pids []int) {
 	if !boot.IsPMI(c.b) {
 		return
 	}
+	boot.HoldFor(c.b, pids)
 	l := &c.live
 	l.pids, l.gone, l.left, l.stop = pids, make([]bool, c.size), make([]bool, c.size), make(chan struct{})
 	l.holders = make([]int, c.size)
