@@ -149,6 +149,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("Config.Timeout = %v is negative", cfg.Timeout)
 	case cfg.Grace < 0:
 		return fmt.Errorf("Config.Grace = %v is negative", cfg.Grace)
+	case cfg.HangTimeout < 0:
+		return fmt.Errorf("Config.HangTimeout = %v is negative", cfg.HangTimeout)
 	case cfg.PretendHosts < 0 || cfg.PretendHosts > cfg.N:
 		return fmt.Errorf("Config.PretendHosts = %d is out of range [0, N = %d]", cfg.PretendHosts, cfg.N)
 	case cfg.JobID != "" && !validID(cfg.JobID):
