@@ -368,19 +368,19 @@ const (
 )
 
 func (c *Client) blockUntil(op string, cond func() bool) error {
-	return c.blockUntilWhat(op, "", -1, cond)
+	return c.blockUntilEv(op, nil, cond)
 }
 
-// blockUntilWhat is blockUntil recording that it waits for what to peer
-// (for --hang-timeout reports and error messages).
-func (c *Client) blockUntilWhat(op, what string, peer int, cond func() bool) error {
+// blockUntilEv is blockUntil recording that it waits for the operation of
+// ev (nil: unknown), for --hang-timeout reports and error messages.
+func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error {
 	if err := c.checkRestricted(op); err != nil {
 		return err
 	}
 	if cond() {
 		return nil
 	}
-	c.beginWait(op, what, peer)
+	c.beginWait(op, ev)
 	defer c.endWait()
 	idle := 0
 	for !cond() {

@@ -58,7 +58,7 @@ func TestRankLeavesEarly(t *testing.T) {
 				t.Errorf("the job's output lacks the launcher line %v:\n%s", line, out)
 			}
 			for _, r := range []int{0, 1, 3} {
-				re := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] rank %d: barrier: gex: Event.Wait: rank 2 \(pid \d+\) exited with status 0 without calling Close; .*\(pending: Event.Wait for Barrier\) \(GASNET_ERR_RESOURCE\)$`, r, r))
+				re := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] rank %d: barrier: gex: Event.Wait: rank 2 \(pid \d+\) exited with status 0 without calling Close; .*\(pending: Event.Wait for Barrier \(peer: rank \d\)\) \(GASNET_ERR_RESOURCE\)$`, r, r))
 				if !re.MatchString(out) {
 					t.Errorf("rank %d's wait did not fail naming rank 2:\n%s", r, out)
 				}

@@ -29,11 +29,10 @@ type watchState struct {
 	// for hangs (gexrun --hang-timeout) compares successive reports.
 	progress atomic.Uint64
 
-	mu       sync.Mutex
-	waitOp   string // the library wait in progress, or ""
-	waitPeer int    // the job rank it waits on, or -1
-	waitWhat string // what it waits for ("Put", "Barrier", ...), or ""
-	nwait    int    // waits in progress
+	mu     sync.Mutex
+	waitOp string      // the library wait in progress, or ""
+	waitEv *eventState // the event it waits for, or nil
+	nwait  int         // waits in progress
 
 	stop chan struct{}
 }
@@ -55,12 +54,12 @@ func (c *Client) faultErr(op string) error {
 	return &Error{Op: op, Code: f.Code, Msg: f.Msg + c.pendingWords()}
 }
 
-// beginWait records that the calling goroutine waits in op for what to
-// peer (-1: unknown); endWait undoes it.
-func (c *Client) beginWait(op, what string, peer int) {
+// beginWait records that the calling goroutine waits in op for the
+// operation of ev (nil: unknown); endWait undoes it.
+func (c *Client) beginWait(op string, ev *eventState) {
 	w := &c.watch
 	w.mu.Lock()
-	w.waitOp, w.waitWhat, w.waitPeer = op, what, peer
+	w.waitOp, w.waitEv = op, ev
 	w.nwait++
 	w.mu.Unlock()
 }
@@ -69,7 +68,7 @@ func (c *Client) endWait() {
 	w := &c.watch
 	w.mu.Lock()
 	if w.nwait--; w.nwait == 0 {
-		w.waitOp, w.waitWhat, w.waitPeer = "", "", -1
+		w.waitOp, w.waitEv = "", nil
 	}
 	w.mu.Unlock()
 }
@@ -78,18 +77,12 @@ func (c *Client) endWait() {
 func (c *Client) waiting() string {
 	w := &c.watch
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.waitOp == "" {
-		return ""
+	op, ev := w.waitOp, w.waitEv
+	w.mu.Unlock()
+	if op == "" || ev == nil {
+		return op
 	}
-	s := w.waitOp
-	if w.waitWhat != "" {
-		s += " for " + w.waitWhat
-	}
-	if w.waitPeer >= 0 {
-		s += " (peer: rank " + strconv.Itoa(w.waitPeer) + ")"
-	}
-	return s
+	return op + " for " + ev.describe()
 }
 
 // pendingWords is " (pending: ...)" naming what the calling rank waited
@@ -105,7 +98,6 @@ func (c *Client) pendingWords() string {
 // ranks leaving, progress reports, and stack dumps on SIGQUIT (process
 // ranks only).
 func (c *Client) startWatch(processRank bool) {
-	c.watch.waitPeer = -1
 	if w, ok := c.cd.(interface {
 		OnPeerLeft(func(rank int, msg string))
 	}); ok {
@@ -201,7 +193,7 @@ func (e Event) WaitContext(ctx context.Context) error {
 	c := e.s.c
 	if !e.s.complete() {
 		var cerr error
-		err := c.blockUntilWhat("Event.WaitContext", e.s.what, int(e.s.peer), func() bool {
+		err := c.blockUntilEv("Event.WaitContext", e.s, func() bool {
 			if e.s.complete() {
 				return true
 			}
@@ -230,16 +222,33 @@ type ctxError struct {
 func (e *ctxError) Error() string   { return e.err.Error() }
 func (e *ctxError) Unwrap() []error { return []error{e.err, e.ctx} }
 
-// describe names an event's operation and peer in words.
+// describe names an event's operation and the peer it waits on, in words.
 func (s *eventState) describe() string {
 	what := s.what
 	if what == "" {
 		what = "an operation"
 	}
-	if s.peer >= 0 {
-		what += " to rank " + strconv.Itoa(int(s.peer))
+	peer := int(s.peer)
+	if s.coll != nil {
+		peer = s.c.coll.waitingOn(s.coll)
+	}
+	if peer >= 0 {
+		what += " (peer: rank " + strconv.Itoa(peer) + ")"
 	}
 	return what
+}
+
+// waitingOn is the job rank whose message collective op waits for next, or
+// -1 when that is not one rank (broadcasts and reductions wait on a tree).
+func (e *collEngine) waitingOn(op *collOp) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if op.kind != kindBarrier || op.n <= 1 || 1<<op.step >= op.n || op.ts.tm == nil {
+		return -1
+	}
+	// advanceBarrier: in round k rank i waits for rank (i-2^k) mod N.
+	from := ((op.me-1<<op.step)%op.n + op.n) % op.n
+	return op.ts.tm.jobrank(Rank(from))
 }
 
 // BlockUntilContext is BlockUntil with a deadline (GASNET_BLOCKUNTIL, with a

@@ -77,7 +77,7 @@ func checkLeft(t *testing.T, status, code int, out, errOut string, ended time.Ti
 		t.Errorf("stderr lacks exactly one line matching %v:\n%s", re, errOut)
 	}
 	for _, r := range []int{0, 2, 3} {
-		want := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] rank %d: barrier: gex: Event.Wait: rank 1 \(pid \d+\) %s; .*\(pending: Event.Wait for Barrier\)`, r, r, how))
+		want := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] rank %d: barrier: gex: Event.Wait: rank 1 \(pid \d+\) %s; .*\(pending: Event.Wait for Barrier \(peer: rank \d\)\)`, r, r, how))
 		if !want.MatchString(out) {
 			t.Errorf("rank %d's wait did not fail naming rank 1 (want %v):\n%s", r, want, out)
 		}
@@ -181,6 +181,24 @@ func TestHangTimeout(t *testing.T) {
 		stackLines(t, 3, errOut)
 		if t.Failed() {
 			t.Logf("stdout:\n%s", out)
+		}
+	})
+	t.Run("barrier", func(t *testing.T) {
+		// Rank 0 waits for an AM; ranks 1 and 2 wait for rank 0 in a
+		// barrier: each says so, naming the peer its barrier waits on.
+		code, out, errOut := gexrun("-n", "3", "--label", "--hang-timeout", "1s", "--timeout", "60s", prog, "-mode", "hang", "-barrier")
+		if code != 124 {
+			t.Errorf("code %d, want 124", code)
+		}
+		for _, want := range []string{
+			"gexrun: rank 0 waits in BlockUntil\n",
+			"gexrun: rank 1 waits in Event.Wait for Barrier (peer: rank 0)\n",
+			"gexrun: rank 2 waits in Event.Wait for Barrier (peer: rank 0)\n",
+			"[rank 1] waits in: Event.Wait for Barrier (peer: rank 0)\n",
+		} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("stderr lacks %q:\n%s\nstdout:\n%s", want, errOut, out)
+			}
 		}
 	})
 	t.Run("busy", func(t *testing.T) {
@@ -314,7 +332,7 @@ func TestHydraRankLeavesEarly(t *testing.T) {
 				t.Errorf("stderr has %d lines matching %v, want 1:\n%s", n, line, errOut)
 			}
 			for _, r := range []int{0, 2, 3} {
-				want := regexp.MustCompile(fmt.Sprintf(`(?m)^rank %d: barrier: gex: Event.Wait: rank 1 \(pid \d+\) ended without calling Close; .*\(pending: Event.Wait for Barrier\)`, r))
+				want := regexp.MustCompile(fmt.Sprintf(`(?m)^rank %d: barrier: gex: Event.Wait: rank 1 \(pid \d+\) ended without calling Close; .*\(pending: Event.Wait for Barrier \(peer: rank \d\)\)`, r))
 				if !want.MatchString(out) {
 					t.Errorf("rank %d's wait did not fail naming rank 1:\n%s", r, out)
 				}

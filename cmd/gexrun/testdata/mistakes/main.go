@@ -7,7 +7,8 @@
 //	              barrier and print the error their wait returned
 //	-mode am      rank 0 sends an AM to handler -handler, which rank 1 never
 //	              registers, then waits for a reply
-//	-mode hang    every rank waits for an AM that nobody sends (deadlock)
+//	-mode hang    every rank waits for an AM that nobody sends (deadlock);
+//	              with -barrier ranks other than 0 wait in a barrier first
 //	-mode busy    ranks pass AMs around a ring, one a millisecond, for at
 //	              least -for, then Close
 //	-mode wait    every rank waits on a barrier event with a context that is
@@ -33,6 +34,7 @@ func main() {
 	handler := flag.Int("handler", 200, "am: the handler index rank 1 never registers")
 	dur := flag.Duration("for", 3*time.Second, "busy: how long; wait: the context's timeout")
 	before := flag.Bool("before", false, "leave: before ClientInit")
+	inBarrier := flag.Bool("barrier", false, "hang: ranks other than 0 wait in a barrier")
 	flag.Parse()
 	if *mode == "leave" && *before && os.Getenv("GEX_RANK") == strconv.Itoa(*rank) {
 		fmt.Printf("rank %d leaves at %d\n", *rank, time.Now().UnixNano())
@@ -77,6 +79,9 @@ func main() {
 		ep.RegisterHandlers([]gex.AMEntry{{Index: 150, Flags: gex.FlagAMShort | gex.FlagAMRequest, Fn: func(*gex.Token, []byte, []gex.AMArg) { got.Add(1) }}})
 		barrier(tm)
 		fmt.Printf("rank %d: waiting\n", me)
+		if *inBarrier && me != 0 {
+			barrier(tm)
+		}
 		c.BlockUntil(func() bool { return got.Load() > 0 })
 	case "busy":
 		var got atomic.Int64
