@@ -47,7 +47,11 @@ func (e *AMEntry) label() string {
 // Fixed indices must be unique across the table and all earlier calls. Either
 // every entry is registered or, on error, none.
 func (ep *EP) RegisterHandlers(table []AMEntry) error {
-	return ep.c.report(ep.registerHandlers(table))
+	err := ep.registerHandlers(table)
+	if err == nil {
+		ep.c.releaseHeld(false) // AMs that arrived before their handler (refuse.go)
+	}
+	return ep.c.report(err)
 }
 
 func (ep *EP) registerHandlers(table []AMEntry) error {
@@ -176,8 +180,22 @@ func (t *Token) Addr() Addr { return t.dest }
 // the handler table and the segment bounds (nothing a peer sends may make this
 // rank write outside its segment or crash), then runs the handler.
 func (c *Client) deliver(in *conduit.Incoming) {
+	c.deliverWith(in, nil)
+}
+
+// deliverWith is deliver; a non-nil t is the token and context of AMs
+// released from the hold (refuse.go).
+func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 	e := c.ep.handlers[in.Handler].Load()
 	if e == nil {
+		if in.Handler >= uint8(AMIndexBase) && c.hold(in) {
+			// It may have arrived before its RegisterHandlers (refuse.go);
+			// if that ran meanwhile, it missed this AM: deliver it now.
+			if c.ep.handlers[in.Handler].Load() != nil {
+				c.releaseHeld(false)
+			}
+			return
+		}
 		c.reject(in, "handler index %d is not registered", in.Handler)
 		return
 	}
@@ -226,6 +244,15 @@ func (c *Client) deliver(in *conduit.Incoming) {
 	if in.IsReq {
 		t, q = &c.reqTok, 0
 	}
+	if held != nil {
+		t, q = held, 2
+	}
+	c.run(in, e, payload, t, q)
+}
+
+// run runs handler e for in with token t, in handler context q (0 and 1:
+// the inbound request and reply queues; 2: AMs released from the hold).
+func (c *Client) run(in *conduit.Incoming, e *AMEntry, payload []byte, t *Token, q int) {
 	g := gctx.ID()
 	t.src, t.entry, t.dest, t.g = in.Src, e, Addr(in.Dest), g
 	t.isReq, t.isLong, t.replied, t.live = in.IsReq, in.Cat == conduit.Long, false, true
@@ -242,12 +269,12 @@ func reqRepWord(isReq bool) string {
 	return "Reply"
 }
 
-// reject drops a malformed AM and says so, naming the sender.
+// reject refuses an AM that fails the target's checks (refuse.go): one line
+// naming the sender, this rank, the handler and the reason.
 func (c *Client) reject(in *conduit.Incoming, format string, args ...any) {
 	c.rejected.Add(1)
-	if c.rejectLog.Add(1) <= 20 {
-		c.logf("rejected AM %v %s from rank %d: "+format, append([]any{in.Cat, reqRepWord(in.IsReq), in.Src}, args...)...)
-	}
+	c.refuse(fmt.Sprintf("refused an AM %v %s from rank %d to rank %d for handler %d: "+format,
+		append([]any{in.Cat, reqRepWord(in.IsReq), in.Src, c.rank, in.Handler}, args...)...))
 }
 
 // offsetOf returns the offset of [a, a+n) in s, if it lies inside s.
@@ -384,6 +411,7 @@ func (c *Client) inject(s *amSpec, args []AMArg) error {
 	if s.lc != nil && !isLCSentinel(s.lc) {
 		*s.lc = EventInvalid // payload copied during the call: locally complete
 	}
+	c.watch.progress.Add(1)
 	return nil
 }
 

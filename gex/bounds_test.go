@@ -306,9 +306,13 @@ func TestLongOverlapRefused(t *testing.T) {
 }
 
 // The receiver re-checks every AM: what the initiator's checks would have
-// refused is dropped and counted, and no handler runs.
+// refused is refused, and no handler runs. Refusals end the job by default
+// (TestRefusedAMEndsJob); here GEX_AM_REFUSE=drop makes them print, count
+// and drop, so that one job can send every kind. AMs for unregistered
+// indices are held first and refused at the next collective call.
 func TestReceiverRejects(t *testing.T) {
 	const segSize = 1 << 16
+	t.Setenv(gex.EnvAMRefuse, "drop")
 	conformance(t, 2, jobOpts{segSize: segSize, supernode: 1}, func(e *rankEnv) {
 		var victims, fence atomic.Int32
 		count := func(*gex.Token, []byte, []gex.AMArg) { victims.Add(1) }
@@ -375,6 +379,14 @@ func TestReceiverRejects(t *testing.T) {
 			for i := 0; i < 100; i++ {
 				e.Check(e.c.Poll(), "Poll")
 			}
+			if held := gex.RejectedAMs(e.c) - before; held != wantRejected-2 {
+				e.Fatalf("rejected %d AMs before the collective call, want %d (the 2 for an unregistered index are held)", held, wantRejected-2)
+			}
+		}
+		ev, err := e.tm.BarrierNB(0) // the collective call refuses the held AMs
+		e.Check(err, "BarrierNB")
+		e.Check(ev.Wait(), "barrier")
+		if e.rank == 1 {
 			rejected := gex.RejectedAMs(e.c) - before
 			if rejected != wantRejected || victims.Load() != 0 {
 				e.Fatalf("rejected %d AMs and ran victim handlers %d times; want %d and 0", rejected, victims.Load(), wantRejected)

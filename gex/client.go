@@ -47,8 +47,8 @@ type Client struct {
 	// handlerG[q] is the goroutine running a handler delivered from inbound
 	// queue q (0 requests, 1 replies), or 0. Each queue has one consumer at a
 	// time, so one word per queue tracks every handler context of the client.
-	handlerG [2]atomic.Uintptr
-	prepareG gset // goroutines between an AM Prepare and its Commit
+	handlerG [3]atomic.Uintptr // [2]: AMs released from the hold (refuse.go)
+	prepareG gset              // goroutines between an AM Prepare and its Commit
 
 	waitMode atomic.Int32
 	// spinPolls is how many empty polls spin-then-block spends before
@@ -83,6 +83,9 @@ type Client struct {
 	rcvStop   chan struct{}
 	rcvDone   chan struct{}
 	closed    atomic.Bool
+
+	watch watchState // peers leaving, progress, waits (watch.go)
+	held  holdState  // AMs that arrived before their handler (refuse.go)
 }
 
 // cdata is the client-data slot of the major objects (gex_*_SetCData).
@@ -187,6 +190,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	}
 	c.waitMode.Store(int32(mode))
 	c.verbose.Store(os.Getenv(EnvVerbose) == "1")
+	c.held.drop = os.Getenv(EnvAMRefuse) == "drop"
 	c.rcvWanted = os.Getenv(EnvRcvThread) == "1"
 	if cfg.rcv != nil {
 		c.rcvWanted = *cfg.rcv
@@ -214,7 +218,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm
-	c.reqTok.c, c.repTok.c = c, c
+	c.reqTok.c, c.repTok.c, c.held.tok.c = c, c, c
 	for _, e := range c.rmaHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
@@ -225,6 +229,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 		c.ep.handlers[e.Index].Store(&e)
 	}
 	cd.SetDelivery(c.deliver)
+	c.startWatch(cfg.cd == nil) // a process rank unless the caller gave the conduit
 	if err := cd.Barrier(); err != nil {
 		return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: "initial barrier: " + err.Error()}
 	}
@@ -335,7 +340,7 @@ func (c *Client) Poll() error {
 	if err := c.checkRestricted("Poll"); err != nil {
 		return err
 	}
-	c.cd.Poll(false)
+	c.watch.progress.Add(uint64(c.cd.Poll(false)))
 	c.coll.progress()
 	return nil
 }
@@ -363,16 +368,34 @@ const (
 )
 
 func (c *Client) blockUntil(op string, cond func() bool) error {
+	return c.blockUntilEv(op, nil, cond)
+}
+
+// blockUntilEv is blockUntil recording that it waits for the operation of
+// ev (nil: unknown), for --hang-timeout reports and error messages.
+func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error {
 	if err := c.checkRestricted(op); err != nil {
 		return err
 	}
+	if cond() {
+		return nil
+	}
+	c.beginWait(op, ev)
+	defer c.endWait()
 	idle := 0
 	for !cond() {
-		if c.cd.Poll(false) > 0 {
+		if n := c.cd.Poll(false); n > 0 {
+			c.watch.progress.Add(uint64(n))
 			c.coll.progress()
 			idle = 0
 			continue
 		}
+		// Nothing more arrived: a rank that left fails the wait now
+		// (what it sent before it left has been delivered).
+		if err := c.faultErr(op); err != nil {
+			return err
+		}
+		c.expireHeld()
 		c.coll.progress()
 		idle++
 		if c.done != nil && idle%64 == 0 {
@@ -414,7 +437,8 @@ func (c *Client) startReceiver() {
 				return
 			default:
 			}
-			if c.cd.Poll(false) > 0 {
+			if n := c.cd.Poll(false); n > 0 {
+				c.watch.progress.Add(uint64(n))
 				c.coll.progress()
 				idle = 0
 				continue
@@ -447,6 +471,7 @@ func (c *Client) Close() error {
 		close(c.rcvStop)
 		<-c.rcvDone
 	}
+	c.stopWatch()
 	return c.cd.Close()
 }
 

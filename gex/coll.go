@@ -425,6 +425,7 @@ func (e *collEngine) start(tm *TM, kind collKind) (*collOp, error) {
 // initiated and handed to progress, which sends what can be sent at once.
 func (e *collEngine) launch(op *collOp) Event {
 	op.ev = e.c.newEvent(1)
+	op.ev.what, op.ev.coll = op.kind.String(), op
 	h := op.ev.handle()
 	op.initiated = true
 	e.enqueue(op)

@@ -18,6 +18,9 @@ const maxCollBytes = math.MaxInt32
 // collTM validates tm for a Coll call and returns its client.
 func collTM(op string, tm *TM) (*Client, error) {
 	c, err := teamTM(op, tm)
+	if err == nil {
+		c.releaseHeld(true) // AMs still without a handler are refused now
+	}
 	if err == nil && tm.noScratch {
 		err = c.report(badArg(op, "tm was created with GEX_FLAG_TM_NO_SCRATCH: collectives over it are prohibited"))
 	}

@@ -20,6 +20,9 @@ type eventState struct {
 	pending atomic.Int32 // parts still outstanding; complete at 0
 	gen     atomic.Uint32
 	failed  atomic.Pointer[error] // a part failed at the target (path (b) only)
+	what    string                // the operation, for messages ("RMA", "Barrier", ...)
+	peer    int32                 // the job rank it involves, or -1
+	coll    *collOp               // a collective's operation, or nil
 }
 
 // EventInvalid is GEX_EVENT_INVALID: an already-completed operation.
@@ -76,6 +79,7 @@ func (c *Client) newEvent(parts int32) *eventState {
 	s := c.evPool.Get().(*eventState)
 	s.c = c
 	s.failed.Store(nil)
+	s.what, s.peer, s.coll = "", -1, nil
 	s.pending.Store(parts)
 	return s
 }
@@ -144,7 +148,7 @@ func (e Event) Wait() error {
 		return err
 	}
 	if !e.s.complete() {
-		if err := e.s.c.blockUntil("Event.Wait", e.s.complete); err != nil {
+		if err := e.s.c.blockUntilEv("Event.Wait", e.s, e.s.complete); err != nil {
 			return err
 		}
 	}

@@ -82,13 +82,13 @@ var hslHolders gset
 // mayBeRestricted reports cheaply whether the caller might be in restricted
 // context (false means certainly not).
 func (c *Client) mayBeRestricted() bool {
-	return c.handlerG[0].Load()|c.handlerG[1].Load() != 0 || c.prepareG.n.Load() != 0 || hslHolders.n.Load() != 0
+	return c.handlerG[0].Load()|c.handlerG[1].Load()|c.handlerG[2].Load() != 0 || c.prepareG.n.Load() != 0 || hslHolders.n.Load() != 0
 }
 
 // checkRestricted returns a restrictedError if the caller may not make a
 // communicating call now. op names the API for the message.
 func (c *Client) checkRestricted(op string) error {
-	if c.handlerG[0].Load() == 0 && c.handlerG[1].Load() == 0 && c.prepareG.n.Load() == 0 && hslHolders.n.Load() == 0 {
+	if c.handlerG[0].Load() == 0 && c.handlerG[1].Load() == 0 && c.handlerG[2].Load() == 0 && c.prepareG.n.Load() == 0 && hslHolders.n.Load() == 0 {
 		return nil
 	}
 	return c.checkRestrictedSlow(op)
@@ -97,7 +97,7 @@ func (c *Client) checkRestricted(op string) error {
 func (c *Client) checkRestrictedSlow(op string) error {
 	g := gctx.ID()
 	switch {
-	case c.handlerG[0].Load() == g || c.handlerG[1].Load() == g:
+	case c.handlerG[0].Load() == g || c.handlerG[1].Load() == g || c.handlerG[2].Load() == g:
 		return &restrictedError{op: op, why: "inside an AM handler"}
 	case hslHolders.has(g):
 		return &restrictedError{op: op, why: "while holding a handler-safe lock (HSL)"}

@@ -206,6 +206,7 @@ func startInflight[T any, P opEntry[T]](c *Client, t *opTable[T, P], j, parts in
 		b.region = c.nbiStart(ec)
 	} else {
 		b.ev = c.newEvent(1)
+		b.ev.what, b.ev.peer = "an RMA operation", int32(j)
 	}
 	return id, op
 }

@@ -44,6 +44,9 @@ Flags:
   --label             prefix every line of rank output with "[R] "
   --timeout D         kill the job after D (e.g. 30s, 5m) and exit 124; 0 = no limit (default 0)
   --grace D           time between SIGTERM and SIGKILL when stopping ranks (default 1s)
+  --hang-timeout D    end a job in which no rank made communication progress for D: print
+                      what each rank waits on, dump every rank's goroutine stacks, exit 124
+                      (default 0 = off; e.g. 5m for a job that communicates steadily)
   --pretend-hosts K   split the ranks into K consecutive blocks that act as K hosts
                       (GEX_HOST=<hostname>-h<k>), 0..N (default 0 = one host)
   --hosts H1,H2,...   start the ranks on these hosts through ssh, in blocks (rank r on
@@ -58,10 +61,14 @@ Flags:
                       address this host's name resolves to)
   --help              print this text
 
-When a rank exits non-zero or is killed, gexrun prints one line naming it and
-its status, stops the other ranks (SIGTERM, SIGKILL after --grace) and exits
-with the rank's status. SIGINT and SIGTERM are forwarded to every rank; a
-second one kills them. Exit codes: 0 if every rank exited 0; the code passed to
+When a rank's process ends while other ranks are still in the job (it exited
+non-zero, was killed, or exited 0 without calling Close), gexrun prints one line
+naming it, its status and the ranks still running, ends the job as gasnet_exit
+with that status would (the others' pending waits fail naming the rank, then
+they exit; SIGKILL after --grace) and exits with the rank's status. A rank that
+ends after Close ends normally. SIGINT and SIGTERM are forwarded to every rank;
+a second one kills them. SIGQUIT is forwarded too: every rank prints its
+goroutine stacks, each line prefixed "[rank R] ", and exits. Exit codes: 0 if every rank exited 0; the code passed to
 exit by a rank (gasnet_exit); the failing rank's status (1 if killed or
 aborted); 124 after --timeout; 128+signal after a forwarded signal if a rank
 then failed; 2 for a usage error.
@@ -108,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hostFile := fs.String("hostfile", "", "file listing the hosts")
 	sshCmd := fs.String("ssh", "", "remote shell command")
 	bootAddr := fs.String("boot-addr", "", "TCP bootstrap address")
+	hangTimeout := fs.Duration("hang-timeout", 0, "end the job after D without communication progress")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
@@ -128,6 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("--timeout %v is negative", *timeout)
 	case *grace <= 0:
 		return usageErr("--grace %v must be positive", *grace)
+	case *hangTimeout < 0:
+		return usageErr("--hang-timeout %v is negative", *hangTimeout)
 	case *hosts < 0 || *hosts > *n:
 		return usageErr("--pretend-hosts %d is out of range [0, -n = %d]", *hosts, *n)
 	case fs.NArg() == 0:
@@ -157,6 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Hosts:        remote,
 		SSH:          ssh,
 		BootAddr:     *bootAddr,
+		HangTimeout:  *hangTimeout,
 		Stdout:       stdout,
 		Stderr:       stderr,
 	})

@@ -17,11 +17,20 @@ import (
 const roleEnv = "GEXRUN_TEST_ROLE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "gexrun" { // the launcher itself, for signal tests
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if os.Getenv(roleEnv) == "rank" {
 		rank, _ := strconv.Atoi(os.Getenv("GEX_RANK"))
 		fmt.Printf("rank %d of %s on %s\n", rank, os.Getenv("GEX_SIZE"), os.Getenv("GEX_HOST"))
 		code, _ := strconv.Atoi(os.Args[1+rank])
 		os.Exit(code)
+	}
+	if os.Getenv("GEX_RANK") != "" {
+		// Started by a launcher as a rank without the role variable: running the
+		// tests here would launch jobs of this binary recursively (a fork bomb).
+		fmt.Fprintf(os.Stderr, "gexrun.test: started as rank %s without %s=rank; refusing to run the tests inside a job\n", os.Getenv("GEX_RANK"), roleEnv)
+		os.Exit(3)
 	}
 	os.Exit(m.Run())
 }
@@ -54,7 +63,7 @@ func TestHelp(t *testing.T) {
 // TestHelpListsEveryFlag guards against a flag added without documentation.
 func TestHelpListsEveryFlag(t *testing.T) {
 	_, out, _ := gexrun("--help")
-	for _, name := range []string{"n", "label", "timeout", "grace", "pretend-hosts"} {
+	for _, name := range []string{"n", "label", "timeout", "grace", "pretend-hosts", "hang-timeout"} {
 		re := regexp.MustCompile(`(?m)^  -{1,2}` + regexp.QuoteMeta(name) + `\b`)
 		if !re.MatchString(out) {
 			t.Errorf("flag %q is not in the flag table", name)

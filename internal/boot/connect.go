@@ -109,6 +109,7 @@ func connect(addr string, rank, size int, jobID, host string, o connectOpts) (Bo
 		replies: make(chan bootwire.Msg, 1),
 		acks:    make(chan int32, 1),
 		lost:    make(chan struct{}),
+		fin:     make(chan struct{}, 1),
 	}
 	if err := c.handshake(); err != nil {
 		conn.Close()
@@ -188,6 +189,10 @@ type client struct {
 	acks    chan int32        // EXITNOW code while exiting
 	lost    chan struct{}     // closed when the reader goroutine stops
 	exiting atomic.Bool       // Exit or Abort in progress: EXITNOW is an ack
+	fin     chan struct{}     // FINALIZED: the launcher recorded this rank's Close
+	ending  atomic.Bool       // end is running: Close does not finalize
+
+	peerLeft peerHooks // what runs when the launcher says a rank left the job
 
 	mu     sync.Mutex
 	hooks  []func() // guarded by mu
@@ -225,7 +230,7 @@ func (c *client) read() {
 	for {
 		m, err := bootwire.ReadMsg(c.br)
 		if err != nil {
-			if c.isClosed() || c.exiting.Load() {
+			if c.isClosed() || c.exiting.Load() || c.ending.Load() {
 				return // Close, or Exit/Abort that notices lost
 			}
 			if errors.Is(err, bootwire.ErrMalformed) {
@@ -244,6 +249,15 @@ func (c *client) read() {
 				fmt.Fprintf(c.stderr, "gexgo: rank %d: unexpected %v from the launcher; exiting\n", c.rank, m.Type())
 				c.end(1)
 			}
+		case *bootwire.Finalized:
+			select {
+			case c.fin <- struct{}{}:
+			default:
+			}
+		case *bootwire.PeerLeft:
+			c.peerLeft.run(int(m.Rank), m.Msg)
+			code, delay := int(m.Code), time.Duration(m.DelayMS)*time.Millisecond
+			time.AfterFunc(delay, func() { c.end(code) })
 		case *bootwire.ExitNow:
 			if c.exiting.Load() {
 				c.acks <- m.Code // cap 1; only one EXITNOW is ever consumed here
@@ -261,6 +275,7 @@ func (c *client) read() {
 // return: if the exit function returns (tests), the calling goroutine ends.
 func (c *client) end(code int) {
 	c.endOnce.Do(func() {
+		c.ending.Store(true)
 		c.mu.Lock()
 		hooks := c.hooks
 		c.hooks = nil
@@ -383,9 +398,42 @@ func (c *client) Close() error {
 		c.mu.Unlock()
 		return nil
 	}
+	c.mu.Unlock()
+	if !c.ending.Load() && !c.exiting.Load() {
+		c.finalize()
+	}
+	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	// Not waiting for the reader: Close may be called from an OnExit hook,
 	// which runs on the reader goroutine.
 	return c.conn.Close()
+}
+
+// finalize tells the launcher that this rank is done (FINALIZE) and waits up
+// to ExitAckTimeout for FINALIZED, so that the launcher has recorded it before
+// it can see this process end: then the end of the process is the normal end
+// of a rank, not a rank leaving the job early.
+func (c *client) finalize() {
+	if err := c.send(&bootwire.Finalize{}); err != nil {
+		return
+	}
+	t := time.NewTimer(ExitAckTimeout)
+	defer t.Stop()
+	select {
+	case <-c.fin:
+	case <-c.lost:
+	case <-t.C:
+	}
+}
+
+// OnPeerLeft implements PeerWatch.
+func (c *client) OnPeerLeft(fn func(rank int, msg string)) { c.peerLeft.add(fn) }
+
+// ReportProgress implements ProgressReporter.
+func (c *client) ReportProgress(count uint64, msg string) error {
+	if c.isClosed() {
+		return ErrClosed
+	}
+	return c.send(&bootwire.Progress{Count: count, Msg: msg})
 }

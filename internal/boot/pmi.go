@@ -120,6 +120,7 @@ func PMIFromEnv() (Bootstrap, error) {
 		b.conn.Close()
 		return nil, fmt.Errorf("boot: PMI says rank %d of %d but the launcher environment says rank %d of %d", b.rank, b.size, r, s)
 	}
+	b.holder = startHolder(b.conn) // pmihold.go
 	return b, nil
 }
 
@@ -168,6 +169,16 @@ type pmiBoot struct {
 	hooks   []func() // guarded by mu
 	closed  bool     // guarded by mu
 	endOnce sync.Once
+
+	holder *pmiHolder // keeps the connection open after an early end (pmihold.go)
+}
+
+// IsPMI reports whether b is a PMI process manager's bootstrap: no launcher
+// of gexgo's sees its ranks' processes, so the ranks watch each other
+// (smp conduit).
+func IsPMI(b Bootstrap) bool {
+	_, ok := b.(*pmiBoot)
+	return ok
 }
 
 func newPMI(conn pmiConn, o pmiOpts) (*pmiBoot, error) {
@@ -533,6 +544,14 @@ func (b *pmiBoot) fence() error {
 }
 
 func (b *pmiBoot) Barrier() error {
+	if b.version == 2 {
+		// MPICH hydra 4.0 answers a PMI-2 kvs-fence of a rank that put
+		// nothing since the last one at once, without waiting for the
+		// other ranks: an all-gather (a put, the fence, a get per rank,
+		// which waits for the key) is a barrier there.
+		_, err := b.AllGather(nil)
+		return err
+	}
 	b.convMu.Lock()
 	defer b.convMu.Unlock()
 	if b.isClosed() {
@@ -564,16 +583,28 @@ func (b *pmiBoot) Abort(msg string) {
 // abort otherwise) and exits. It does not return: if the exit function
 // returns (tests), the calling goroutine ends.
 func (b *pmiBoot) end(code int, msg string) {
+	b.finish(code, func() {
+		if code == 0 {
+			b.finalize()
+		} else {
+			b.sendAbort(code, msg)
+		}
+	})
+}
+
+// finish runs the hooks once, lets the holder go, runs tell (what the
+// process manager is told; nil: nothing) and exits with code. It does not
+// return.
+func (b *pmiBoot) finish(code int, tell func()) {
 	b.endOnce.Do(func() {
 		b.mu.Lock()
 		hooks := b.hooks
 		b.hooks = nil
 		b.mu.Unlock()
 		runHooks(hooks, b.rank, b.o.stderr)
-		if code == 0 {
-			b.finalize()
-		} else {
-			b.sendAbort(code, msg)
+		b.holder.release()
+		if tell != nil {
+			tell()
 		}
 		b.exit(code)
 	})
@@ -630,6 +661,7 @@ func (b *pmiBoot) Close() error {
 	if b.isClosed() {
 		return nil
 	}
+	b.holder.release()
 	b.finalize()
 	b.mu.Lock()
 	if b.closed {

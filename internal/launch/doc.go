@@ -30,6 +30,19 @@
 //     exited with status S; terminating the job" or "... was killed by signal
 //     SIGKILL; terminating the job"): the other ranks' process groups get
 //     SIGTERM, then SIGKILL after Config.Grace;
+//   - a rank leaves the job early: its process ends (any status) without
+//     having called Close (FINALIZE) while other ranks that joined are still
+//     in it ("gexrun: rank R (pid P) exited with status 0 without calling
+//     Close; it left while ranks A, B were still running; terminating the
+//     job"): the job ends as gasnet_exit with that status would: the
+//     connected ranks get PEERLEFT (their waits fail naming R; they exit with
+//     the status after Grace/2), the others SIGTERM, all SIGKILL after Grace
+//     (leave.go). A rank that exits 0 before any rank joined is judged when
+//     one does;
+//   - Config.HangTimeout passes without communication progress by any rank
+//     while one waits in the library (hang.go): a line per rank says what it
+//     waits on, every rank gets SIGQUIT (gex ranks print their stacks), code
+//     CodeTimeout;
 //   - a rank aborts (boot.Bootstrap.Abort; "gexrun: rank R aborted: msg"):
 //     likewise;
 //   - a rank requests exit (boot.Bootstrap.Exit, gasnet_exit): every rank is
@@ -38,7 +51,10 @@
 //   - Config.Timeout expires ("gexrun: job timed out after D; killing N
 //     ranks", code 124);
 //   - the launcher receives SIGINT or SIGTERM: it is forwarded to every rank;
-//     ranks left after Grace are killed; a second signal kills at once.
+//     ranks left after Grace are killed; a second signal kills at once;
+//   - the launcher receives SIGQUIT: it is forwarded to every rank (gex ranks
+//     print their goroutine stacks labelled "[rank R] " and exit 2); code
+//     128+3.
 //
 // Run never returns before every rank has been reaped, and each rank's process
 // group is killed when the rank exits, while its zombie still pins the group

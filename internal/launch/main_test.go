@@ -172,6 +172,7 @@ func rankMain(args []string) int {
 		}
 		b := mustBoot(rank)
 		fmt.Printf("rank %d: Host()=%s\n", rank, b.Host())
+		b.Close() // the normal end: a rank that ends without it while others run ends the job
 		return 0
 	case "gather": // all-gather of unequal sizes, then a barrier
 		b := mustBoot(rank)
@@ -192,6 +193,7 @@ func rankMain(args []string) int {
 			return 95
 		}
 		fmt.Printf("rank %d gathered ok\n", rank)
+		b.Close()
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "rank: unknown scenario %q\n", args[0])

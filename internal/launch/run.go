@@ -102,6 +102,12 @@ type Config struct {
 	// follows it, and extra environment ("K=V", applied last). Used to start
 	// ranks in network namespaces.
 	Wrap func(rank int) (prefix, env []string)
+	// HangTimeout, if positive, ends a job in which no rank made
+	// communication progress for this long: every rank reports its progress
+	// (GEX_PROGRESS_MS), and on expiry Run prints what each rank waits on,
+	// asks every rank for its goroutine stacks (SIGQUIT), and returns
+	// CodeTimeout (see hang.go).
+	HangTimeout time.Duration
 	// Stdout and Stderr receive the ranks' standard output and error, and
 	// Stderr the launcher's messages. nil means os.Stdout and os.Stderr. Writes
 	// are serialized; the same writer may be given for both.
@@ -143,6 +149,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("Config.Timeout = %v is negative", cfg.Timeout)
 	case cfg.Grace < 0:
 		return fmt.Errorf("Config.Grace = %v is negative", cfg.Grace)
+	case cfg.HangTimeout < 0:
+		return fmt.Errorf("Config.HangTimeout = %v is negative", cfg.HangTimeout)
 	case cfg.PretendHosts < 0 || cfg.PretendHosts > cfg.N:
 		return fmt.Errorf("Config.PretendHosts = %d is out of range [0, N = %d]", cfg.PretendHosts, cfg.N)
 	case cfg.JobID != "" && !validID(cfg.JobID):
@@ -234,6 +242,8 @@ type job struct {
 	sigBad  bool // endSignal: a rank ended non-zero after the signal
 	graceC  <-chan time.Time
 	grace   *time.Timer
+
+	watch // ranks leaving early, hangs (leave.go, hang.go)
 }
 
 // finish records the first reason the job ends; it reports whether this was
@@ -293,18 +303,20 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	defer srv.Close()
 	defer removeShm(cfg.JobID)
+	j.startWatch(srv)
 
 	envs, err := rankEnvs(cfg, srv.Addr(), secret)
 	if err != nil {
 		return j.fail(err.Error())
 	}
+	envs = j.progressEnv(envs)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return j.fail(err.Error())
 	}
 
 	sigC := make(chan os.Signal, 2)
-	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
 	defer signal.Stop(sigC)
 
 	sp := newSpawner()
@@ -408,11 +420,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 		case <-j.graceC:
 			j.graceC = nil
 			j.killAll()
+		case <-j.tickC:
+			j.tick()
 		}
 	}
 	if j.grace != nil {
 		j.grace.Stop()
 	}
+	j.stopWatch()
 	srv.Close()
 	groups := make(map[int]bool, len(j.ranks))
 	for _, r := range j.ranks {
@@ -478,8 +493,12 @@ func (j *job) start(sp *spawner, r int, exe string, argv, env []string, stdin *o
 // rankExited handles the end of a rank.
 func (j *job) rankExited(ex rankExit) {
 	failed, how, code := ex.describe()
+	j.exited[ex.r.rank] = true
 	switch j.ending {
 	case running:
+		if j.leftEarly(ex, failed, how, code) {
+			return
+		}
 		if failed {
 			j.finish(endFailure, code, fmt.Sprintf("rank %d (pid %d) %s; terminating the job", ex.r.rank, ex.r.pid, how))
 			j.terminate(-1)
@@ -521,6 +540,10 @@ func (j *job) event(ev Event) {
 
 // signal handles SIGINT or SIGTERM sent to the launcher.
 func (j *job) signal(s syscall.Signal) {
+	if s == syscall.SIGQUIT && j.sigs == 0 {
+		j.quit()
+		return
+	}
 	j.sigs++
 	if j.sigs > 1 {
 		j.out.say(fmt.Sprintf("received %s again; killing %s", unix.SignalName(s), plural(j.alive, "rank")))

@@ -64,7 +64,7 @@ func TestKilledRank(t *testing.T) {
 	if res.code != 1 {
 		t.Errorf("code %d, want 1", res.code)
 	}
-	re := regexp.MustCompile(`^gexrun: rank 1 \(pid \d+\) was killed by signal SIGKILL; terminating the job$`)
+	re := regexp.MustCompile(`^gexrun: rank 1 \(pid \d+\) was killed by signal SIGKILL; it left while ranks 0, 2 were still running; terminating the job$`)
 	ls := launcherLines(res.out)
 	if len(ls) != 1 || !re.MatchString(ls[0]) {
 		t.Errorf("launcher lines %q, want one matching %v", ls, re)
@@ -299,6 +299,7 @@ func TestConfigErrors(t *testing.T) {
 		{launch.Config{N: 1}, "Config.Program is empty"},
 		{launch.Config{N: 1, Program: "x", Timeout: -1}, "Config.Timeout = -1ns is negative"},
 		{launch.Config{N: 1, Program: "x", Grace: -1}, "Config.Grace = -1ns is negative"},
+		{launch.Config{N: 1, Program: "x", HangTimeout: -1}, "Config.HangTimeout = -1ns is negative"},
 		{launch.Config{N: 2, Program: "x", PretendHosts: 3}, "Config.PretendHosts = 3 is out of range [0, N = 2]"},
 		{launch.Config{N: 1, Program: "x", JobID: "a/b"}, `Config.JobID = "a/b" must be`},
 		{launch.Config{N: 1, Program: "x", Env: []string{"NOEQUALS"}}, `Config.Env[0] = "NOEQUALS" is not of the form K=V`},

@@ -85,6 +85,7 @@ type Server struct {
 	gparts  [][]byte                 // contributions to all-gather gseq; guarded by mu
 	gin     []bool                   // which ranks contributed to all-gather gseq; guarded by mu
 	ghave   int                      // number of true entries in gin; guarded by mu
+	st      []rankState              // what each rank told the server; guarded by mu
 }
 
 // serverConn is one accepted connection. rank is -1 until HELLO is accepted.
@@ -162,6 +163,7 @@ func newServer(ln net.Listener, addr string, size int, secret []byte, jobID stri
 		gseq:   1,
 		gparts: make([][]byte, size),
 		gin:    make([]bool, size),
+		st:     make([]rankState, size),
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -278,6 +280,10 @@ func (s *Server) serve(sc *serverConn) {
 			s.exit(sc, m.Code)
 		case *bootwire.Abort:
 			s.abort(sc, m.Msg)
+		case *bootwire.Finalize:
+			s.finalize(sc)
+		case *bootwire.Progress:
+			s.progress(sc.rank, m)
 		default:
 			s.drop(sc, fmt.Sprintf("unexpected %v frame", m.Type()))
 			return
@@ -365,6 +371,7 @@ func (s *Server) handshake(sc *serverConn, br *bufio.Reader) bool {
 	if !ending {
 		sc.rank = rank
 		s.ranks[rank] = sc
+		s.joined(rank)
 	}
 	s.mu.Unlock()
 	if ending {

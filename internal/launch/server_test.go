@@ -52,6 +52,20 @@ func (r *rawRank) recv() bootwire.Msg {
 	return m
 }
 
+// admit connects ranks 0..n-1 of a job of size and checks each is welcomed.
+func admit(t *testing.T, srv *launch.Server, n, size int) []*rawRank {
+	t.Helper()
+	rs := make([]*rawRank, n)
+	for i := range rs {
+		rs[i] = dialRaw(t, srv)
+		rs[i].send(hello(i, size))
+		if m, ok := rs[i].recv().(*bootwire.Welcome); !ok {
+			t.Fatalf("rank %d: %#v, want WELCOME", i, m)
+		}
+	}
+	return rs
+}
+
 func hello(rank, size int) *bootwire.Hello {
 	return &bootwire.Hello{Rank: uint32(rank), Size: uint32(size), PID: uint32(os.Getpid())}
 }
@@ -145,14 +159,7 @@ func TestServerProtocolErrors(t *testing.T) {
 
 func TestServerGather(t *testing.T) {
 	srv := listen(t, 3)
-	rs := make([]*rawRank, 3)
-	for i := range rs {
-		rs[i] = dialRaw(t, srv)
-		rs[i].send(hello(i, 3))
-		if _, ok := rs[i].recv().(*bootwire.Welcome); !ok {
-			t.Fatal("no WELCOME")
-		}
-	}
+	rs := admit(t, srv, 3, 3)
 	for seq := uint32(1); seq <= 2; seq++ {
 		for i, r := range rs {
 			r.send(&bootwire.Gather{Seq: seq, Data: []byte(strings.Repeat("x", i*int(seq)))})

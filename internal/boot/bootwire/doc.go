@@ -22,6 +22,8 @@
 //	GATHER   0x02  seq u32, data                           one rank's all-gather contribution
 //	EXIT     0x03  code i32                                end the job with code
 //	ABORT    0x04  msg                                     fatal error in this rank
+//	FINALIZE 0x05  (empty)                                 this rank called Close: it may end now
+//	PROGRESS 0x06  count u64, msg                          communication progress (--hang-timeout)
 //
 // Launcher to rank:
 //
@@ -30,6 +32,8 @@
 //	EXITNOW    0x83  code i32                              exit now with code (also acks EXIT and ABORT)
 //	REJECT     0x84  msg                                   HELLO refused; the launcher closes the connection
 //	GATHERFAIL 0x85  seq u32, msg                          all-gather seq cannot complete (result too large)
+//	FINALIZED  0x86  (empty)                               FINALIZE recorded
+//	PEERLEFT   0x87  rank u32, code i32, delay_ms u32, msg rank left the job early; end with code after delay_ms
 //
 // The decoder is strict: an unknown type, a body shorter or longer than its
 // layout, a zero length or one above MaxFrame is an error wrapping
@@ -59,6 +63,16 @@
 // acknowledges with EXITNOW{1} and terminates the other ranks. Because the
 // launcher acknowledges only after it has recorded EXIT or ABORT, the rank's
 // exit status that follows is never mistaken for a crash.
+//
+// Finalize: Close sends FINALIZE and waits (bounded) for FINALIZED before it
+// closes the connection, so the launcher has recorded that the rank is done
+// before it can see the process end. A rank whose process ends without
+// FINALIZE (and without EXIT or ABORT) while other ranks are still in the job
+// has left it early: the launcher sends PEERLEFT{rank, code, delay, words} to
+// every connected rank, which fails its pending waits with an error naming
+// that rank and exits with code after delay (the launcher kills what is left
+// after its grace time). PROGRESS frames are sent only when the launcher asked
+// for them (GEX_PROGRESS_MS, see package launch).
 //
 // When a rank's connection ends without EXITNOW (the launcher died), the rank
 // prints "gexgo: rank R: launcher connection lost; exiting" and exits 1.

@@ -35,6 +35,10 @@ const (
 	TypeExitNow    Type = 0x83 // EXITNOW: code i32
 	TypeReject     Type = 0x84 // REJECT: msg
 	TypeGatherFail Type = 0x85 // GATHERFAIL: seq u32, msg
+	TypeFinalize   Type = 0x05 // FINALIZE: empty
+	TypeProgress   Type = 0x06 // PROGRESS: count u64, msg
+	TypeFinalized  Type = 0x86 // FINALIZED: empty
+	TypePeerLeft   Type = 0x87 // PEERLEFT: rank u32, code i32, delay_ms u32, msg
 )
 
 // String returns the protocol's spelling of t ("HELLO", "GATHERED", ...), or
@@ -59,12 +63,21 @@ func (t Type) String() string {
 		return "REJECT"
 	case TypeGatherFail:
 		return "GATHERFAIL"
+	case TypeFinalize:
+		return "FINALIZE"
+	case TypeProgress:
+		return "PROGRESS"
+	case TypeFinalized:
+		return "FINALIZED"
+	case TypePeerLeft:
+		return "PEERLEFT"
 	}
 	return "TYPE(0x" + strconv.FormatUint(uint64(t), 16) + ")"
 }
 
-// Msg is one decoded frame: one of *Hello, *Gather, *Exit, *Abort, *Welcome,
-// *Gathered, *ExitNow, *Reject, *GatherFail. The set is closed.
+// Msg is one decoded frame: one of *Hello, *Gather, *Exit, *Abort, *Finalize,
+// *Progress, *Welcome, *Gathered, *ExitNow, *Reject, *GatherFail, *Finalized,
+// *PeerLeft. The set is closed.
 type Msg interface {
 	// Type is the frame type of the message.
 	Type() Type
@@ -118,6 +131,43 @@ type GatherFail struct {
 	Msg string
 }
 
+// Finalize says that the sending rank called Close: its process may end
+// now without ending the job.
+type Finalize struct{}
+
+// Progress reports a rank's communication progress to a launcher watching
+// for hangs: Count grows with every AM sent or delivered; Msg says what the
+// rank waits on ("" when it is not waiting).
+type Progress struct {
+	Count uint64
+	Msg   string
+}
+
+// Finalized acknowledges Finalize.
+type Finalized struct{}
+
+// PeerLeft tells a rank that rank Rank left the job while this rank was
+// still in it (Msg: the launcher's words): the job ends with Code; the rank
+// fails its pending waits and exits with Code after DelayMS milliseconds.
+type PeerLeft struct {
+	Rank    uint32
+	Code    int32
+	DelayMS uint32
+	Msg     string
+}
+
+// Type implements Msg.
+func (*Finalize) Type() Type { return TypeFinalize }
+
+// Type implements Msg.
+func (*Progress) Type() Type { return TypeProgress }
+
+// Type implements Msg.
+func (*Finalized) Type() Type { return TypeFinalized }
+
+// Type implements Msg.
+func (*PeerLeft) Type() Type { return TypePeerLeft }
+
 // Type implements Msg.
 func (*Hello) Type() Type { return TypeHello }
 
@@ -153,6 +203,10 @@ func (*Welcome) bodyLen() int      { return 0 }
 func (*ExitNow) bodyLen() int      { return 4 }
 func (m *Reject) bodyLen() int     { return len(m.Msg) }
 func (m *GatherFail) bodyLen() int { return 4 + len(m.Msg) }
+func (*Finalize) bodyLen() int     { return 0 }
+func (m *Progress) bodyLen() int   { return 8 + len(m.Msg) }
+func (*Finalized) bodyLen() int    { return 0 }
+func (m *PeerLeft) bodyLen() int   { return 12 + len(m.Msg) }
 func (m *Gathered) bodyLen() int {
 	n := 8
 	for _, p := range m.Parts {
@@ -178,6 +232,17 @@ func (m *ExitNow) appendBody(b []byte) []byte { return le.AppendUint32(b, uint32
 func (m *Reject) appendBody(b []byte) []byte  { return append(b, m.Msg...) }
 func (m *GatherFail) appendBody(b []byte) []byte {
 	return append(le.AppendUint32(b, m.Seq), m.Msg...)
+}
+func (*Finalize) appendBody(b []byte) []byte  { return b }
+func (*Finalized) appendBody(b []byte) []byte { return b }
+func (m *Progress) appendBody(b []byte) []byte {
+	return append(le.AppendUint64(b, m.Count), m.Msg...)
+}
+func (m *PeerLeft) appendBody(b []byte) []byte {
+	b = le.AppendUint32(b, m.Rank)
+	b = le.AppendUint32(b, uint32(m.Code))
+	b = le.AppendUint32(b, m.DelayMS)
+	return append(b, m.Msg...)
 }
 func (m *Gathered) appendBody(b []byte) []byte {
 	b = le.AppendUint32(b, m.Seq)
@@ -330,6 +395,26 @@ func decodeBody(t Type, body []byte, copyOut bool) (Msg, error) {
 			return nil, err
 		}
 		return &GatherFail{Seq: le.Uint32(body), Msg: string(body[4:])}, nil
+	case TypeFinalize:
+		if err := fixed(0); err != nil {
+			return nil, err
+		}
+		return &Finalize{}, nil
+	case TypeFinalized:
+		if err := fixed(0); err != nil {
+			return nil, err
+		}
+		return &Finalized{}, nil
+	case TypeProgress:
+		if err := atLeast(8); err != nil {
+			return nil, err
+		}
+		return &Progress{Count: le.Uint64(body), Msg: string(body[8:])}, nil
+	case TypePeerLeft:
+		if err := atLeast(12); err != nil {
+			return nil, err
+		}
+		return &PeerLeft{Rank: le.Uint32(body), Code: int32(le.Uint32(body[4:])), DelayMS: le.Uint32(body[8:]), Msg: string(body[12:])}, nil
 	case TypeGathered:
 		if err := atLeast(8); err != nil {
 			return nil, err

@@ -25,6 +25,10 @@ func samples() []Msg {
 		&ExitNow{Code: 3},
 		&Reject{Msg: "rank 9 is out of range [0, 4)"},
 		&GatherFail{Seq: 4, Msg: "too large"},
+		&Finalize{},
+		&Finalized{},
+		&Progress{Count: 1 << 40, Msg: "Event.Wait: Put to rank 3"},
+		&PeerLeft{Rank: 2, Code: 0, DelayMS: 500, Msg: "rank 2 left"},
 	}
 }
 
@@ -87,6 +91,7 @@ func TestTypeString(t *testing.T) {
 		TypeHello: "HELLO", TypeGather: "GATHER", TypeExit: "EXIT", TypeAbort: "ABORT",
 		TypeWelcome: "WELCOME", TypeGathered: "GATHERED", TypeExitNow: "EXITNOW",
 		TypeReject: "REJECT", TypeGatherFail: "GATHERFAIL", 0x42: "TYPE(0x42)",
+		TypeFinalize: "FINALIZE", TypeProgress: "PROGRESS", TypeFinalized: "FINALIZED", TypePeerLeft: "PEERLEFT",
 	}
 	for ty, s := range want {
 		if ty.String() != s {
@@ -119,6 +124,9 @@ func TestDecodeStrict(t *testing.T) {
 		{"welcome body", frame(TypeWelcome, 1), "WELCOME: body is 1 bytes, want 0"},
 		{"exitnow short", frame(TypeExitNow), "EXITNOW: body is 0 bytes, want 4"},
 		{"gatherfail short", frame(TypeGatherFail, 1), "GATHERFAIL"},
+		{"finalize long", frame(TypeFinalize, 1), "FINALIZE: body is 1 bytes, want 0"},
+		{"progress short", frame(TypeProgress, 1, 2, 3), "PROGRESS"},
+		{"peerleft short", frame(TypePeerLeft, 1, 2, 3, 4), "PEERLEFT"},
 		{"gathered short", frame(TypeGathered, make([]byte, 7)...), "GATHERED: body is 7 bytes, want at least 8"},
 		{"gathered too many parts", frame(TypeGathered, cat(u32(1), u32(1<<30))...), "parts cannot fit"},
 		{"gathered part overruns", frame(TypeGathered, cat(u32(1), u32(1), u32(5), []byte("abc"))...), "length 5 exceeds the 3 bytes left"},

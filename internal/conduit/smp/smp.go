@@ -8,7 +8,7 @@
 //
 // Each rank creates one AM region and maps every other rank's:
 //
-//	0        region header: magic "GXAM", version, rank, size, ring and pool geometry
+//	0        region header: magic "GXAM", version, rank, size, state (offset 16: the rank ended the normal way)
 //	64       Bell: the futex doorbell this rank sleeps on (block wait mode)
 //	128      request ring: inbound AM requests (many producers, this rank consumes)
 //	...      reply ring: inbound AM replies
@@ -175,6 +175,8 @@ type Conduit struct {
 	ownSeg atomic.Pointer[conduit.SegInfo] // this rank's segment, for Remote's goroutines
 
 	closeOnce sync.Once
+
+	live liveness // peers that leave the job early (liveness.go)
 }
 
 var _ conduit.Conduit = (*Conduit)(nil)
@@ -296,6 +298,7 @@ func (c *Conduit) setupRegions() error {
 	binary.LittleEndian.PutUint32(b[4:], regionVersion)
 	binary.LittleEndian.PutUint32(b[8:], uint32(c.rank))
 	binary.LittleEndian.PutUint32(b[12:], uint32(c.size))
+	binary.LittleEndian.PutUint32(b[offHolder:], uint32(boot.HolderPID(c.b)))
 	rb := shm.RingBytes(ringSlots, slotSize)
 	for i := 0; i < 2; i++ {
 		q, err := shm.InitRing(b[ringsOff+i*rb:ringsOff+(i+1)*rb], ringSlots, slotSize)
@@ -330,6 +333,7 @@ func (c *Conduit) setupRegions() error {
 	if err != nil {
 		return fmt.Errorf("smp: exchanging AM regions: %w", err)
 	}
+	pids := make([]int, c.size)
 	for p := 0; p < c.size; p++ {
 		if c.peers[p].remote {
 			continue // no shared memory with another host
@@ -337,10 +341,15 @@ func (c *Conduit) setupRegions() error {
 		if err := c.mapPeer(p, descs[p], ringsOff, poolsOff, total); err != nil {
 			return fmt.Errorf("smp: mapping rank %d's AM region: %w", p, err)
 		}
+		var d shm.Desc
+		if d.UnmarshalBinary(descs[p]) == nil && d.Kind == shm.DescMemfd {
+			pids[p] = int(d.PID)
+		}
 	}
 	if err := c.b.Barrier(); err != nil {
 		return fmt.Errorf("smp: barrier after mapping AM regions: %w", err)
 	}
+	c.watchPeers(pids)
 	return nil
 }
 
@@ -790,10 +799,16 @@ func (c *Conduit) Done() <-chan struct{} { return c.cfg.Done }
 func (c *Conduit) Barrier() error { return c.b.Barrier() }
 
 // Exit implements conduit.Conduit.
-func (c *Conduit) Exit(code int) { c.b.Exit(code) }
+func (c *Conduit) Exit(code int) {
+	c.markEnded(stateEnding)
+	c.b.Exit(code)
+}
 
 // Abort implements conduit.Conduit.
-func (c *Conduit) Abort(msg string) { c.b.Abort(msg) }
+func (c *Conduit) Abort(msg string) {
+	c.markEnded(stateEnding)
+	c.b.Abort(msg)
+}
 
 // OnExit implements conduit.Conduit.
 func (c *Conduit) OnExit(fn func()) { c.b.OnExit(fn) }
@@ -803,6 +818,8 @@ func (c *Conduit) OnExit(fn func()) { c.b.OnExit(fn) }
 func (c *Conduit) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
+		c.markEnded(stateEnded)
+		c.stopWatch()
 		if c.cfg.Remote != nil {
 			err = c.cfg.Remote.Close()
 		}

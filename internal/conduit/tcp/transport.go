@@ -213,6 +213,12 @@ func (t *Transport) add(r int, c net.Conn) {
 	go t.read(l)
 }
 
+// LostGrace is how long a rank whose connection to a peer broke waits
+// before it ends the job itself (Abort naming the peer): the launcher, which
+// sees a peer process end, usually ends the job first, naming the rank and
+// how it ended (docs/core.md, "Ending a job").
+var LostGrace = time.Second
+
 // read moves l's frames into the inbound queues until the connection ends.
 // A clean end (the peer closed between frames) ends the reader quietly: the
 // peer process exited, and if it died the launcher ends the job. A broken
@@ -249,7 +255,15 @@ func (t *Transport) read(l *link) {
 			if t.closed.Load() || err == io.EOF {
 				return
 			}
-			t.b.Abort(fmt.Sprintf("lost the connection to rank %d: %v", l.rank, err))
+			// The peer's process may have ended: give the launcher, which
+			// sees that, LostGrace to end the job naming it (its words
+			// are better than "connection reset"); then end it here.
+			msg := fmt.Sprintf("lost the connection to rank %d: %v", l.rank, err)
+			time.AfterFunc(LostGrace, func() {
+				if !t.closed.Load() {
+					t.b.Abort(msg)
+				}
+			})
 			return
 		}
 		qi := 1
