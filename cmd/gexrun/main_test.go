@@ -23,6 +23,12 @@ func TestMain(m *testing.M) {
 		code, _ := strconv.Atoi(os.Args[1+rank])
 		os.Exit(code)
 	}
+	if os.Getenv("GEX_RANK") != "" {
+		// Started by a launcher as a rank without the role variable: running the
+		// tests here would launch jobs of this binary recursively (a fork bomb).
+		fmt.Fprintf(os.Stderr, "gexrun.test: started as rank %s without %s=rank; refusing to run the tests inside a job\n", os.Getenv("GEX_RANK"), roleEnv)
+		os.Exit(3)
+	}
 	os.Exit(m.Run())
 }
 
