@@ -175,7 +175,7 @@ func ExampleTM_StridedPutBlocking() {
 		for i := range m {
 			m[i] = float64(10*(i/cols) + i%cols + 100*int(me))
 		}
-		must(tm.Barrier()) // both matrices are filled before anyone overwrites a row
+		must(tm.Barrier())                           // both matrices are filled before anyone overwrites a row
 		dst, err := tm.RemoteAddr(peer, 8*rows*cols) // just past the peer's matrix
 		must(err)
 		// Column 2 of my matrix: rows elements of 8 bytes, cols*8 bytes apart

@@ -46,7 +46,7 @@ func main() {
 	if *size <= 0 || *size%px != 0 || *size%py != 0 {
 		fail("-size %d must be positive and divisible by the process grid %dx%d", *size, px, py)
 	}
-	pi, pj := me/py, me%py      // this rank's place in the process grid
+	pi, pj := me/py, me%py       // this rank's place in the process grid
 	nx, ny := *size/px, *size/py // interior block of this rank
 	w := ny + 2                  // row length with the halo
 	cells := (nx + 2) * w        // one buffer
