@@ -54,6 +54,17 @@ func (j *job) rankStdin(r int, head []byte, def *os.File) (*os.File, error) {
 	return pr, nil
 }
 
+// localStdin is rank r's standard input when it is started here: rankStdin
+// without a head; def for ranks started through a remote shell, whose input
+// the remote branch makes (with the secret first), so that only one copy
+// ever reads Config.Stdin.
+func (j *job) localStdin(r int, def *os.File) (*os.File, error) {
+	if len(j.cfg.Hosts) > 0 {
+		return def, nil
+	}
+	return j.rankStdin(r, nil, def)
+}
+
 // rankWriters are where rank r's standard output and error go: the job's
 // Stdout and Stderr, or OutputDir/rank.R for both.
 func (j *job) rankWriters(r int) (stdout, stderr io.Writer) {

@@ -346,7 +346,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	argv := append([]string{exe}, cfg.Args...)
 	for r := 0; r < cfg.N; r++ {
 		rexe, rargv, renv := exe, argv, envs[r]
-		stdin, err := j.rankStdin(r, nil, devnull)
+		stdin, err := j.localStdin(r, devnull)
 		if err != nil {
 			j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
 			break
