@@ -176,6 +176,12 @@ func TestOwnSegmentAddressHint(t *testing.T) {
 				return e.c.NBIWait(gex.ECAll, 0)
 			},
 		}
+		calls["StridedPutBlocking"] = func(a gex.Addr) error {
+			return e.tm.StridedPutBlocking(peer, a, []int{8}, make([]byte, 16), 0, []int{8}, 8, []int{2}, 0)
+		}
+		calls["VectorGetBlocking"] = func(a gex.Addr) error {
+			return e.tm.VectorGetBlocking([][]byte{make([]byte, 8)}, peer, []gex.Memvec{{Addr: a, Len: 8}}, 0)
+		}
 		if !inPeer { // an AM to a handler nobody registered must not be sent
 			calls["RequestLong"] = func(a gex.Addr) error { return e.tm.RequestLong(peer, 250, make([]byte, 8), a, gex.EventNow, 0) }
 		}
