@@ -224,7 +224,7 @@ func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, 
 		return EventInvalid, c.report(badArg(name, "target address %#x is not aligned to its %d-byte type %v", uintptr(addr), size, ad.dt))
 	}
 	if seg.Size == 0 || addr < Addr(seg.Owner) || uint64(addr-Addr(seg.Owner)) > seg.Size || size > seg.Size-uint64(addr-Addr(seg.Owner)) {
-		return EventInvalid, c.report(badArg(name, "target [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(addr), size, rank, seg.Owner, seg.Size))
+		return EventInvalid, c.report(badArg(name, "target [%#x, +%d) is outside rank %d's segment [%#x, +%d)%s", uintptr(addr), size, rank, seg.Owner, seg.Size, c.ownSegHint(j, uint64(addr))))
 	}
 	off := uint64(addr - Addr(seg.Owner))
 	if seg.Local != nil {

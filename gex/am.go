@@ -461,7 +461,7 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 				return 0, badArg(s.op, "rank %d has no bound segment for a Long of %d bytes", s.dst, n)
 			}
 			if dest < Addr(seg.Owner) || uint64(dest-Addr(seg.Owner)) > seg.Size || uint64(n) > seg.Size-uint64(dest-Addr(seg.Owner)) {
-				return 0, badArg(s.op, "Long destination [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(dest), n, s.dst, seg.Owner, seg.Size)
+				return 0, badArg(s.op, "Long destination [%#x, +%d) is outside rank %d's segment [%#x, +%d)%s", uintptr(dest), n, s.dst, seg.Owner, seg.Size, c.ownSegHint(s.dst, uint64(dest)))
 			}
 			if seg.Local != nil {
 				off := uint64(dest - Addr(seg.Owner))

@@ -322,7 +322,7 @@ func (tm *TM) rma(s *rmaSpec) (Event, error) {
 		return EventInvalid, c.report(badArg(s.op, "rank %d has no bound segment", s.rank))
 	}
 	if raddr < Addr(seg.Owner) || uint64(raddr-Addr(seg.Owner)) > seg.Size || uint64(n) > seg.Size-uint64(raddr-Addr(seg.Owner)) {
-		return EventInvalid, c.report(badArg(s.op, "remote range [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(raddr), n, s.rank, seg.Owner, seg.Size))
+		return EventInvalid, c.report(badArg(s.op, "remote range [%#x, +%d) is outside rank %d's segment [%#x, +%d)%s", uintptr(raddr), n, s.rank, seg.Owner, seg.Size, c.ownSegHint(j, uint64(raddr))))
 	}
 	off := uint64(raddr - Addr(seg.Owner))
 	if seg.Local != nil {

@@ -451,7 +451,7 @@ func (tm *TM) vis(v *visCall) (Event, error) {
 		}
 	}
 	if err := v.checkSides(seg.Owner, seg.Size); err != nil {
-		return EventInvalid, c.report(err)
+		return EventInvalid, c.report(c.withOwnSegHint(err, j, v.remoteBase()))
 	}
 	if v.flags&FlagSelfSegOffset != 0 {
 		if err := c.checkLocalSide(v.op, l); err != nil {

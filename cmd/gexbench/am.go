@@ -49,11 +49,11 @@ func amHandlers(st *amState) []gex.AMEntry {
 func (b *bench) amRoundTrips(st *amState) (*results, error) {
 	cfg, tm, c := b.cfg, b.tm, b.c
 	res := &results{}
-	long, short := pathName(b.mapped)
+	long, short := b.pathName()
 	fmt.Fprintf(&res.table, "gexbench am: Active Message round trips (request, reply from the handler), rank 0 -> rank %d of %d; path: %s\n",
 		peer, tm.QuerySize(), long)
 	fmt.Fprintf(&res.table, "%d round trips per case after a warm-up of %d, timed in %d batches\n\n", cfg.iters, max(1, cfg.iters/10), min(cfg.batches, cfg.iters))
-	fmt.Fprintf(&res.table, "%-8s %10s %14s %14s %14s\n", "category", "size", "avg", "median", "min")
+	fmt.Fprintf(&res.table, "%-8s %10s %14s %14s %14s\n", "category", "size", "avg (us)", "median (us)", "min (us)")
 	maxMed, err := tm.MaxRequestMedium(peer, 0, 0)
 	if err != nil {
 		return nil, err
@@ -69,12 +69,12 @@ func (b *bench) amRoundTrips(st *amState) (*results, error) {
 	}
 	var cases []amCase
 	cases = append(cases, amCase{"Short", 0, func([]byte) error { return tm.RequestShort(peer, hAMShortReq, 0) }})
-	for _, n := range []int{8, 4 << 10, 64 << 10} {
+	for _, n := range cfg.sizes() {
 		if n <= maxMed {
 			cases = append(cases, amCase{"Medium", n, func(p []byte) error { return tm.RequestMedium(peer, hAMMedReq, p, gex.EventNow, 0) }})
 		}
 	}
-	for _, n := range []int{8, 4 << 10, 64 << 10} {
+	for _, n := range cfg.sizes() {
 		if n <= maxLong && n <= len(st.seg) {
 			cases = append(cases, amCase{"Long", n, func(p []byte) error { return tm.RequestLong(peer, hAMLongReq, p, st.peer, gex.EventNow, 0) }})
 		}
@@ -93,7 +93,7 @@ func (b *bench) amRoundTrips(st *amState) (*results, error) {
 			}
 			return nil
 		}
-		s, err := timeBatches(cfg.iters, cfg.batches, f)
+		s, err := timeBatches(cfg.sizeIters(ac.size), cfg.batches, f)
 		if err != nil {
 			return nil, fmt.Errorf("%s round trip of %d bytes: %w", ac.cat, ac.size, err)
 		}

@@ -179,7 +179,7 @@ func xaddLoop(p *atomic.Uint64, n int) {
 // atomic runs the atomic benchmark on rank 0.
 func (b *bench) atomic(d *domains) (*results, error) {
 	cfg, tm := b.cfg, b.tm
-	long, short := pathName(b.mapped)
+	long, short := b.pathName()
 	k64 := &counter[uint64]{ad: d.u64, addr: b.remote + counter64Off}
 	k32 := &counter[uint32]{ad: d.u32, addr: b.remote + counter32Off}
 	if err := k64.set(0); err != nil {
@@ -195,7 +195,7 @@ func (b *bench) atomic(d *domains) (*results, error) {
 	fmt.Fprintf(&res.table, "latency: OpNB + Event.Wait, %d operations after a warm-up of %d, timed in %d batches;\n"+
 		"avg = total time / operations, median and min = median and best of the batch averages\n\n",
 		cfg.iters, max(1, cfg.iters/10), min(cfg.batches, cfg.iters))
-	fmt.Fprintf(&res.table, "%-28s %14s %14s %14s\n", "", "avg", "median", "min")
+	fmt.Fprintf(&res.table, "%-28s %14s %14s %14s\n", "", "avg (us)", "median (us)", "min (us)")
 
 	st64, err := timeBatches(cfg.iters, cfg.batches, k64.latency())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,12 +17,13 @@ import (
 // destination buffers) and rank 1's (the remote side, named by its owner
 // address).
 type bench struct {
-	cfg    *config
-	c      *gex.Client
-	tm     *gex.TM
-	local  []byte   // rank 0's segment
-	remote gex.Addr // base of rank 1's segment
-	mapped bool     // rank 1's segment is mapped here
+	cfg       *config
+	c         *gex.Client
+	tm        *gex.TM
+	local     []byte   // rank 0's segment
+	remote    gex.Addr // base of rank 1's segment
+	mapped    bool     // rank 1's segment is mapped here
+	otherHost bool     // rank 1 is on another host (tcp)
 }
 
 // peer is the rank every benchmark targets.
@@ -112,14 +114,14 @@ func (b *bench) latency(put bool) (*results, error) {
 	if put {
 		op = "PutBlocking"
 	}
-	long, short := pathName(b.mapped)
+	long, short := b.pathName()
 	res := &results{}
 	fmt.Fprintf(&res.table, "gexbench %s: %s latency (until remote completion), rank 0 -> rank %d of %d; path: %s\n",
 		cfg.bench, op, peer, tm.QuerySize(), long)
-	fmt.Fprintf(&res.table, "%d operations per size after a warm-up of %d, timed in %d batches;\n"+
+	fmt.Fprintf(&res.table, "%d operations per size (from 16 KiB fewer: iters*8KiB/size, at least 100) after a warm-up of a tenth, timed in %d batches;\n"+
 		"avg = total time / operations, median and min = median and best of the batch averages\n\n",
-		cfg.iters, max(1, cfg.iters/10), min(cfg.batches, cfg.iters))
-	fmt.Fprintf(&res.table, "%10s %14s %14s %14s\n", "size", "avg", "median", "min")
+		cfg.iters, min(cfg.batches, cfg.iters))
+	fmt.Fprintf(&res.table, "%10s %14s %14s %14s\n", "size", "avg (us)", "median (us)", "min (us)")
 
 	sizes := cfg.latencySizes()
 	var first latStats
@@ -145,7 +147,7 @@ func (b *bench) latency(put bool) (*results, error) {
 				return nil
 			}
 		}
-		st, err := timeBatches(cfg.iters, cfg.batches, f)
+		st, err := timeBatches(cfg.sizeIters(size), cfg.batches, f)
 		if err != nil {
 			return nil, fmt.Errorf("%s of %d bytes: %w", op, size, err)
 		}
@@ -253,7 +255,7 @@ func (b *bench) floodOne(put bool, size int) (bwStats, error) {
 			}
 		}
 		sec := max(time.Since(t0), time.Nanosecond).Seconds()
-		bw = append(bw, float64(reps)*float64(ops)*float64(size)/sec/(1<<20))
+		bw = append(bw, float64(reps)*float64(ops)*float64(size)/sec/1e6)
 	}
 	sort.Float64s(bw)
 	return bwStats{median: median(bw), best: bw[len(bw)-1], ops: ops, reps: reps}, nil
@@ -263,7 +265,7 @@ func (b *bench) floodOne(put bool, size int) (bwStats, error) {
 // testlarge.
 func (b *bench) flood() (*results, error) {
 	cfg := b.cfg
-	long, short := pathName(b.mapped)
+	long, short := b.pathName()
 	offsets := "at consecutive offsets"
 	if cfg.reuse {
 		offsets = "all on the same bytes (-reuse, as testlarge)"
@@ -271,7 +273,7 @@ func (b *bench) flood() (*results, error) {
 	res := &results{}
 	fmt.Fprintf(&res.table, "gexbench flood: PutNBI / GetNBI bandwidth, rank 0 -> rank %d of %d; path: %s\n", peer, b.tm.QuerySize(), long)
 	fmt.Fprintf(&res.table, "window %s: max(1, window/size) operations %s, then NBIWait;\n"+
-		"%d samples per size of %s windows each; median and best sample, MiB/s (MiB = 2^20)\n\n",
+		"%d samples per size of %s windows each; median and best sample, MB/s (10^6 B/s, as OSU)\n\n",
 		sizeName(cfg.window), offsets, cfg.samples, repsName(cfg.reps))
 	fmt.Fprintf(&res.table, "%10s %10s %14s %14s %14s %14s %12s\n", "size", "ops/window", "put median", "put best", "get median", "get best", "windows p/g")
 	for _, size := range cfg.floodSizes() {
@@ -285,10 +287,10 @@ func (b *bench) flood() (*results, error) {
 		}
 		fmt.Fprintf(&res.table, "%10s %10d %14s %14s %14s %14s %12s\n", sizeName(size), p.ops,
 			groupDigits(p.median), groupDigits(p.best), groupDigits(g.median), groupDigits(g.best), fmt.Sprintf("%d/%d", p.reps, g.reps))
-		res.add("flood-put", short, size, "median", p.median, "MiB/s")
-		res.add("flood-put", short, size, "best", p.best, "MiB/s")
-		res.add("flood-get", short, size, "median", g.median, "MiB/s")
-		res.add("flood-get", short, size, "best", g.best, "MiB/s")
+		res.add("flood-put", short, size, "median", p.median, "MB/s")
+		res.add("flood-put", short, size, "best", p.best, "MB/s")
+		res.add("flood-get", short, size, "median", g.median, "MB/s")
+		res.add("flood-get", short, size, "best", g.best, "MB/s")
 	}
 	return res, nil
 }
@@ -318,10 +320,11 @@ func (r *results) add(bench, path string, size int, metric string, value float64
 	r.rows = append(r.rows, row{bench: bench, path: path, size: size, metric: metric, unit: unit, value: value})
 }
 
+// latRows adds the rows of a latency (measured in ns, reported in us).
 func (r *results) latRows(bench, path string, size int, st latStats) {
-	r.add(bench, path, size, "avg", st.avg, "ns")
-	r.add(bench, path, size, "median", st.median, "ns")
-	r.add(bench, path, size, "min", st.min, "ns")
+	r.add(bench, path, size, "avg", st.avg/1000, "us")
+	r.add(bench, path, size, "median", st.median/1000, "us")
+	r.add(bench, path, size, "min", st.min/1000, "us")
 }
 
 // csvHeader is the first line of -csv output.
@@ -331,13 +334,19 @@ func (r *results) writeCSV(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(csvHeader + "\n")
 	for _, x := range r.rows {
-		prec := 3
-		if math.Abs(x.value) >= 1000 {
-			prec = 1
-		}
-		fmt.Fprintf(&b, "%s,%s,%d,%s,%.*f,%s\n", x.bench, x.path, x.size, x.metric, prec, x.value, x.unit)
+		fmt.Fprintf(&b, "%s,%s,%d,%s,%s,%s\n", x.bench, x.path, x.size, x.metric, csvValue(x.value), x.unit)
 	}
 	io.WriteString(w, b.String())
+}
+
+// csvValue spells a value with 6 significant digits (no exponent from
+// 0.001 up).
+func csvValue(v float64) string {
+	if v != 0 && math.Abs(v) < 1e-3 {
+		return strconv.FormatFloat(v, 'g', 6, 64)
+	}
+	prec := 6 - int(math.Floor(math.Log10(math.Max(math.Abs(v), 1e-3))+1))
+	return strconv.FormatFloat(v, 'f', max(prec, 0), 64)
 }
 
 func (r *results) writeTable(w io.Writer) { io.WriteString(w, r.table.String()) }

@@ -38,17 +38,20 @@ func (cfg *config) collIters(size int) int {
 
 // collPath names how the collectives' messages travel.
 func collPath(c *gex.Client, n int) (long, short string) {
-	if nb, _ := c.QueryNbrhdInfo(); len(nb) == n {
-		return "AMs through shared memory (one neighbourhood)", "shm-am"
+	if c.QueryMyPosition().HostSetSize > 1 {
+		return "tcp (AMs over TCP between hosts, shared memory inside each)", "tcp"
 	}
-	return "AMs, ranks in separate neighbourhoods", "am"
+	if nb, _ := c.QueryNbrhdInfo(); len(nb) == n {
+		return "smp AM (AMs through shared memory, one neighbourhood)", "smp-am"
+	}
+	return "smp AM (AMs, ranks in separate neighbourhoods)", "smp-am"
 }
 
 // measureColl runs the barrier, bcast or reduce benchmark on this rank and,
 // on rank 0, prints the results.
 func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdout io.Writer) error {
 	me, n := tm.QueryRank(), int(tm.QuerySize())
-	sizes := []int{8, 4 << 10, 64 << 10, 1 << 20}
+	sizes := cfg.collSizes()
 	var cases []collBench
 	switch cfg.bench {
 	case "barrier":
@@ -65,14 +68,17 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 				return tm.BroadcastNB(gex.Rank(i%n), dst, src, size, 0)
 			}})
 		}
-		for _, size := range sizes[2:] {
+		for _, size := range sizes {
+			if size < 64<<10 || size > len(seg.Bytes()) {
+				continue
+			}
 			src, dst := seg.Bytes()[:size], make([]byte, size)
 			cases = append(cases, collBench{"BroadcastNB+Wait (src in segment)", size, func(i int) (gex.Event, error) {
 				return tm.BroadcastNB(gex.Rank(i%n), dst, src, size, 0)
 			}})
 		}
 	case "reduce":
-		for _, size := range []int{8, 1 << 20} {
+		for _, size := range cfg.reduceSizes() {
 			src, dst := make([]byte, size), make([]byte, size)
 			for i := 0; i < size; i += 8 {
 				binary.LittleEndian.PutUint64(src[i:], uint64(int(me)+i))
@@ -100,7 +106,7 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 	fmt.Fprintf(&res.table, "gexbench %s: collectives over all %d ranks, back to back; path: %s\n", cfg.bench, n, long)
 	fmt.Fprintf(&res.table, "every rank times the same calls in %d batches after a warm-up of a tenth;\n"+
 		"avg = total time / calls, median and min = median and best of the batch averages (rank 0's clock)\n\n", cfg.batches)
-	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s %12s\n", "operation", "size", "calls", "avg", "median", "min", "GB/s (med)")
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s %12s\n", "operation", "size", "calls", "avg (us)", "median (us)", "min (us)", "MB/s (med)")
 	for _, cb := range cases {
 		iters := cfg.collIters(cb.size)
 		k := 0
@@ -122,8 +128,9 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 		}
 		gbs := "-"
 		if cb.size > 0 {
-			gbs = fmt.Sprintf("%.2f", float64(cb.size)/st.median)
-			res.add(cfg.bench, short, cb.size, "gbps", float64(cb.size)/st.median, "GB/s")
+			mbs := float64(cb.size) / st.median * 1000 // bytes per ns = GB/s
+			gbs = fmt.Sprintf("%.1f", mbs)
+			res.add(cfg.bench+"-"+opTag(cb.name), short, cb.size, "bw", mbs, "MB/s")
 		}
 		fmt.Fprintf(&res.table, "%-44s %10s %8d %12s %12s %12s %12s\n", cb.name, sizeName(cb.size), iters, durName(st.avg), durName(st.median), durName(st.min), gbs)
 		res.latRows(cfg.bench+"-"+opTag(cb.name), short, cb.size, st)
@@ -133,10 +140,8 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 	}
 	fmt.Fprintf(&res.table, "checked: a broadcast and a ReduceToAll after the runs delivered the expected values\n")
 	if me == 0 {
-		if cfg.csv {
-			res.writeCSV(stdout)
-		} else {
-			res.writeTable(stdout)
+		if err := cfg.output(res, c, tm, long, stdout); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -144,10 +149,14 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 
 // opTag is the CSV tag of a case: its operation name up to "NB".
 func opTag(name string) string {
+	tag := name
 	if i := bytes.Index([]byte(name), []byte("NB")); i > 0 {
-		return name[:i]
+		tag = name[:i]
 	}
-	return name
+	if bytes.Contains([]byte(name), []byte("src in segment")) {
+		tag += "-seg" // one series per case, not two under one name
+	}
+	return tag
 }
 
 // checkColl verifies the collectives still compute the right thing after the

@@ -1,28 +1,28 @@
-// Command gexbench measures gexgo's one-sided RMA and remote atomics between
-// rank 0 and rank 1, in the shapes of GASNet's tests/testsmall (blocking
-// latency), tests/testlarge (NBI flood bandwidth) and tests/testfaddperf
-// (FADD latency and flood rate). Run it with the launcher:
+// Command gexbench measures gexgo's one-sided RMA, remote atomics, Active
+// Messages, VIS and collectives between rank 0 and rank 1, in the shapes of
+// GASNet's tests (testsmall, testlarge, testfaddperf, testam, testvis) and as
+// the OSU micro-benchmarks report: sizes swept over the powers of two from
+// -min to -max, latency in microseconds, bandwidth in MB/s (10^6 B/s), a
+// header naming the version, conduit, path, ranks and hosts. Run it with the
+// launcher:
 //
-//	gexrun -n 2 ./cmd/gexbench put     # PutBlocking latency, 8 B .. 4 KiB
-//	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency, 8 B .. 4 KiB
-//	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth, 8 B .. 4 MiB
+//	gexrun -n 2 ./cmd/gexbench put -min 8 -max 1048576 -plot put.svg
+//	gexrun -n 2 ./cmd/gexbench get     # GetBlocking latency
+//	gexrun -n 2 ./cmd/gexbench flood   # PutNBI / GetNBI bandwidth
 //	gexrun -n 2 ./cmd/gexbench atomic  # U64/U32 FADD latency, U64 FADD flood rate
 //	gexrun -n 2 ./cmd/gexbench am      # AM Short/Medium/Long round trips
-//	gexrun -n 2 ./cmd/gexbench vis     # vector/indexed/strided put/get bandwidth, 8 B and 512 B chunks
+//	gexrun -n 2 ./cmd/gexbench vis     # vector/indexed/strided put/get bandwidth
 //	gexrun -n 4 ./cmd/gexbench barrier # BarrierNB over all ranks
-//	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB, 8 B .. 1 MiB
-//	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB, 8 B and 1 MiB
+//	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB
+//	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB
+//	gexbench -compare a.csv,b.csv -plot ab.svg   # earlier -csv runs in one plot
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
-// Each benchmark says which path it measured: "shared-memory (mapped)" when
-// rank 1's segment is mapped at rank 0 (an RMA is a copy, an atomic a CPU
-// atomic), "AM protocol" when it is not (GASNET_SUPERNODE_MAXSIZE=1 selects
-// it). The atomic benchmark ends by checking that its counters hold the number
-// of FADDs performed. -csv prints rows
-// bench,path,size,metric,value,unit instead of the table; -cpuprofile writes
-// rank 0's CPU profile of the measurements. Run "gexbench -help" for the
-// flags.
+// -csv prints rows bench,path,size,metric,value,unit (documented in
+// "gexbench -help") instead of the table; -plot draws the results with
+// gonum's plot package; -cpuprofile writes rank 0's CPU profile of the
+// measurements.
 package main
 
 import (
@@ -32,7 +32,6 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -47,60 +46,75 @@ func main() {
 const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce [flags]"
 
 const usageHead = synopsis + `
+       gexbench -compare A.csv[,B.csv...] -plot FILE.svg [-title T]   (no job: plot earlier runs)
+       gexbench --version
 
-Micro-benchmarks of gexgo's RMA and remote atomics between rank 0 and rank 1
-(at least 2 ranks).
-Rank 0 prints the results; the other ranks print nothing unless an error occurs.
+Micro-benchmarks of gexgo between rank 0 and rank 1 (at least 2 ranks), in the
+shapes of GASNet's tests and the OSU micro-benchmarks. Rank 0 prints the
+results; the other ranks print nothing unless an error occurs.
 
-  put     PutBlocking latency (remote completion) of 8 B, as GASNet's testsmall,
-          and of 64 B, 512 B and 4 KiB; with a plain Go copy() of 8 B for reference
+Every benchmark with a size sweeps the powers of two from -min to -max (and
+-min and -max themselves), as the OSU benchmarks do. One unit per column:
+latency in us (microseconds), bandwidth in MB/s (10^6 bytes/s, as OSU), rates
+in Mops/s. Every output starts with "# " lines naming the gexgo version, the
+benchmark, the conduit and path, the ranks and the hosts, and the units.
+
+  put     PutBlocking latency (remote completion), as testsmall / osu_put_latency;
+          with a plain Go copy() of 8 B for reference. Above 8 KiB the operations
+          per size fall in proportion (-iters*8KiB/size, at least 100)
   get     GetBlocking latency, same sizes and reference
-  flood   PutNBI and GetNBI bandwidth (MiB/s, MiB = 2^20), as GASNet's testlarge:
-          a window of NBI operations of one size, then NBIWait, repeated -reps
-          times per sample; sizes 8 B, 64 B, 512 B, 4 KiB, 64 KiB, 512 KiB, 4 MiB
-  atomic  remote atomics on a counter in rank 1's segment, as GASNet's
-          testfaddperf: U64 and U32 GEX_OP_FADD of 1 latency (OpNB, then
-          Event.Wait), and the U64 FADD flood rate (M ops/s): -reps OpNBI FADDs,
-          then one NBIWait(ECRMW), per sample; a sync/atomic add for reference.
-          Finally rank 0 reads the counters (GEX_OP_GET and GetBlocking) and
-          checks they equal the number of FADDs performed
-  vis     VIS bandwidth (GB/s, 10^9 B/s of payload), as GASNet's testvis: one
-          blocking vector, indexed or strided put or get of a 64 KiB payload at
-          50% density (chunks of 8 B or 512 B every 2 chunks, both sides);
-          -samples samples of about 40 ms (or -reps operations) each; the
-          remote chunks are checked after every measurement
-  am      Active Message round trips, as GASNet's testam: a Short, a Medium (8 B,
-          4 KiB, 64 KiB) or a Long (same sizes, into rank 1's segment) request,
-          answered from the handler by a reply of the same kind; -iters round
-          trips per case (default 20000)
+  flood   PutNBI and GetNBI bandwidth, as testlarge / osu_put_bw: a window of NBI
+          operations of one size, then NBIWait, repeated -reps times per sample
+  atomic  remote atomics on a counter in rank 1's segment, as testfaddperf: U64
+          and U32 GEX_OP_FADD latency (OpNB, then Event.Wait), and the U64 FADD
+          flood rate (-reps OpNBI FADDs, then one NBIWait(ECRMW), per sample); a
+          sync/atomic add for reference. Finally rank 0 reads the counters
+          (GEX_OP_GET and GetBlocking) and checks they equal the FADDs performed
+  vis     VIS bandwidth of payload, as testvis: one blocking vector, indexed or
+          strided put or get of a 64 KiB payload at 50% density (chunk c every 2c
+          bytes, both sides), c swept from -min to min(-max, 32 KiB); the remote
+          chunks are checked after every measurement
+  am      Active Message round trips, as testam: a Short, then Mediums and Longs
+          (into rank 1's segment) of the swept sizes up to the AM limits, each
+          answered from the handler by a reply of the same kind (-iters default
+          20000)
   barrier BarrierNB + Wait over all ranks of the job, back to back
-  bcast   BroadcastNB + Wait of 8 B, 4 KiB, 64 KiB and 1 MiB over all ranks, the
-          root rotating; time per broadcast and GB/s (GB = 10^9 bytes); from 64 KiB
-          also with the source in the root's segment (copied by the members through
-          the mapping when they share the root's neighbourhood)
-  reduce  ReduceToAllNB + Wait and ReduceToOneNB + Wait (root rotating) of 8 B and
-          1 MiB (U64 GEX_OP_ADD) over all ranks
+  bcast   BroadcastNB + Wait over all ranks, the root rotating, sizes up to 4 MiB;
+          from 64 KiB also with the source in the root's segment
+  reduce  ReduceToAllNB + Wait and ReduceToOneNB + Wait (root rotating), U64
+          GEX_OP_ADD, sizes in whole elements up to 4 MiB
           The collectives run on every rank; rank 0 prints its timings. -iters sets
           the calls per case (default 100000; 3000 from 64 KiB; 300 from 1 MiB)
 
-Latency: -iters operations per size (atomic: per type), timed in batches; the table gives the
-average (total time / iterations), the median and the minimum of the batch
-averages. Bandwidth and FADD rate: -samples samples (per size); the table gives
-the median and the best sample.
+Latency: -iters operations per size, timed in -batches batches; avg = total
+time / operations, median and min = median and best of the batch averages.
+Bandwidth and rates: -samples samples per size; median and best sample.
 
-Paths: when rank 1's segment is mapped into rank 0 (same neighbourhood, the
-default on one machine) an RMA is a copy through the mapping and an atomic a CPU
-atomic on it: "shared-memory (mapped)". Set GASNET_SUPERNODE_MAXSIZE=1 to measure the AM reference protocol
-instead ("AM protocol"):
+Paths (the header and the CSV's path column): "smp mapped" / smp-mapped when
+rank 1's segment is mapped into rank 0 (same neighbourhood, the default on one
+machine: an RMA is a copy, an atomic a CPU atomic); "smp AM" / smp-am when it
+is not (GASNET_SUPERNODE_MAXSIZE=1 selects the AM reference protocol); "tcp" /
+tcp when rank 1 is on another host (GEX_CONDUIT=tcp, gexrun --hosts or
+--pretend-hosts). The collectives' path is smp-am or tcp.
 
-  GASNET_SUPERNODE_MAXSIZE=1 gexrun -n 2 gexbench put
+  GASNET_SUPERNODE_MAXSIZE=1 gexrun -n 2 -x GASNET_SUPERNODE_MAXSIZE gexbench put
 
-The segment each rank attaches is max(-window, -max) rounded up to a page; raise
-GASNET_MAX_SEGSIZE if it does not fit. GEX_WAITMODE (spin, block, spinblock)
-changes how rank 1 polls. With -csv the path column is "mapped" or "am"; the
-reference rows (bench "copy", "move8" and "xadd64", path "local") are plain Go
-without gexgo. The atomic rows are fadd-u64 (size 8) and fadd-u32 (size 4) in
-ns, and fadd-flood-u64 in Mops/s (millions of operations per second).
+CSV (-csv): after the "# " header lines, the line
+  bench,path,size,metric,value,unit
+then one row per figure. bench: put, get, flood-put, flood-get, fadd-u64,
+fadd-u32, fadd-flood-u64, vis-{vector,indexed,strided}-{put,get}, am-Short,
+am-Medium, am-Long, barrier-Barrier, bcast-Broadcast, bcast-Broadcast-seg
+(source in the root's segment), reduce-ReduceToAll, reduce-ReduceToOne; the references copy, move8 and xadd64 have path
+local. size: bytes (0 for Short AMs and barriers). metric: avg, median, min
+(latency, unit us), median, best (bandwidth MB/s; rates Mops/s), bw (the
+collectives' bandwidth at the median time, MB/s). -plot FILE.svg draws the
+medians (bw for collectives) against the size, log axes, one line per bench
+and path, one file per unit (FILE-MBps.svg for the second); -compare adds the
+rows of earlier -csv runs, labelled by file name.
+
+The segment each rank attaches is large enough for the sweep, rounded up to a
+page; raise GASNET_MAX_SEGSIZE if it does not fit. GEX_WAITMODE (spin, block,
+spinblock) changes how rank 1 polls.
 
 Flags (after the benchmark name):
 `
@@ -118,6 +132,8 @@ type config struct {
 	reuse      bool
 	csv        bool
 	cpuprofile string
+	plot       string // -plot FILE.svg (plot.go)
+	compare    string // -compare A.csv,B.csv
 }
 
 // errUsage reports a bad command line (exit code 2); the message has been
@@ -145,11 +161,12 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.window, "window", 1<<20, "flood: bytes per window: max(1, window/size) NBI operations, then NBIWait")
 	fs.IntVar(&cfg.reps, "reps", 0, "flood: windows per sample; atomic: OpNBI FADDs per sample (0 = as many as fill about 40 ms)")
 	fs.IntVar(&cfg.samples, "samples", 5, "flood: samples per size (median and best are over samples)")
-	fs.IntVar(&cfg.minSize, "min", 8, "smallest transfer size in bytes (flood; put and get measure the sizes 8, 64, 512, 4096 within -min..-max)")
-	fs.IntVar(&cfg.maxSize, "max", 4<<20, "largest transfer size in bytes (flood; put and get as -min)")
+	fs.IntVar(&cfg.minSize, "min", 8, "smallest size of the sweep in bytes (every power of two from -min to -max, and both ends)")
+	fs.IntVar(&cfg.maxSize, "max", 4<<20, "largest size of the sweep in bytes")
 	fs.BoolVar(&cfg.reuse, "reuse", false, "flood: every operation of a window uses the same local and remote bytes (as testlarge does; cache-resident)")
 	fs.BoolVar(&cfg.csv, "csv", false, "print CSV rows bench,path,size,metric,value,unit instead of the table")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file")
+	addPlotFlags(fs, &cfg)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
@@ -190,8 +207,9 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return bad("-samples %d must be at least 1", cfg.samples)
 	case cfg.minSize < 1 || cfg.maxSize < cfg.minSize:
 		return bad("-min %d / -max %d: need 1 <= min <= max", cfg.minSize, cfg.maxSize)
-	case (cfg.bench == "put" || cfg.bench == "get") && len(cfg.latencySizes()) == 0:
-		return bad("-min %d / -max %d select none of the latency sizes %v", cfg.minSize, cfg.maxSize, latencySizes)
+	}
+	if err := cfg.checkPlot(); err != nil {
+		return bad("%v", err)
 	}
 	return cfg, nil
 }
@@ -229,49 +247,23 @@ func contains2(xs []string, x string) bool {
 	return false
 }
 
-// floodSizes are testlarge-like sizes; -min and -max select among them and are
-// added when they are not in the list.
-var floodSizes = []int{8, 64, 512, 4 << 10, 64 << 10, 512 << 10, 4 << 20}
-
 // latencySizes are the sizes of the put and get benchmarks (8 B first: the
 // testsmall figure).
 var latencySizes = []int{8, 64, 512, 4 << 10}
 
-// latencySizes are the sizes of latencySizes within [-min, -max].
-func (cfg *config) latencySizes() []int {
-	var out []int
-	for _, s := range latencySizes {
-		if s >= cfg.minSize && s <= cfg.maxSize {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+// latencySizes are the sizes of the put and get sweep (sweep.go).
+func (cfg *config) latencySizes() []int { return cfg.sizes() }
 
-func (cfg *config) floodSizes() []int {
-	var out []int
-	for _, s := range append([]int{cfg.minSize, cfg.maxSize}, floodSizes...) {
-		if s >= cfg.minSize && s <= cfg.maxSize && !contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	sort.Ints(out)
-	return out
-}
-
-func contains(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
+// floodSizes are the sizes of the flood sweep (sweep.go).
+func (cfg *config) floodSizes() []int { return cfg.sizes() }
 
 // segmentSize is the segment every rank attaches: room for the largest
 // transfer and for a window of transfers, rounded up to a page.
 func (cfg *config) segmentSize() uint64 {
-	n := latencySizes[len(latencySizes)-1] // the put and get checks read this much
+	n := latencySizes[len(latencySizes)-1]
+	if cfg.bench == "put" || cfg.bench == "get" {
+		n = max(n, cfg.maxSize) // the put and get checks read the largest size
+	}
 	if cfg.bench == "vis" {
 		n = max(n, visSpan)
 	}
@@ -279,7 +271,7 @@ func (cfg *config) segmentSize() uint64 {
 		n = max(n, 1<<20) // broadcasts from the root's segment
 	}
 	if cfg.bench == "am" {
-		n = max(n, 64<<10) // the largest Medium and Long payloads
+		n = max(n, min(cfg.maxSize, 4<<20)) // the largest Long payloads
 	}
 	if cfg.bench == "flood" {
 		for _, s := range cfg.floodSizes() {
@@ -300,6 +292,9 @@ const hBarrier gex.AMIndex = gex.AMIndexBase
 // code. It is a whole rank of the job: ClientInit, the benchmark, and the
 // final barrier.
 func run(args []string, stdout, stderr io.Writer) int {
+	if code, done := offline(args, stdout, stderr); done {
+		return code
+	}
 	cfg, err := parseArgs(args, stderr)
 	switch {
 	case err == flag.ErrHelp:
@@ -428,7 +423,7 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, c: c, tm: tm, local: seg.Bytes(), remote: peer.Owner, mapped: peer.Local != nil}
+	b := &bench{cfg: cfg, c: c, tm: tm, local: seg.Bytes(), remote: peer.Owner, mapped: peer.Local != nil, otherHost: onOtherHost(c, 1)}
 	if cfg.iters == 0 {
 		cfg.iters = 1000000
 		if !b.mapped {
@@ -459,21 +454,13 @@ func measure(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *doma
 	if err != nil {
 		return err
 	}
-	if cfg.csv {
-		res.writeCSV(stdout)
-	} else {
-		res.writeTable(stdout)
-	}
-	return nil
+	long, _ := b.pathName()
+	return cfg.output(res, c, tm, long, stdout)
 }
 
-// pathName names the path an RMA to rank 1 takes, for the table and the CSV.
-func pathName(mapped bool) (long, short string) {
-	if mapped {
-		return "shared-memory (mapped)", "mapped"
-	}
-	return "AM protocol", "am"
-}
+// pathName names the path an RMA to rank 1 takes, for the table and the CSV
+// (see pathNames).
+func (b *bench) pathName() (long, short string) { return pathNames(b.mapped, b.otherHost) }
 
 // sizeName spells a byte count as the tables do: 8 B, 4 KiB, 4 MiB.
 func sizeName(n int) string {
@@ -486,12 +473,13 @@ func sizeName(n int) string {
 	return strconv.Itoa(n) + " B"
 }
 
-// durName spells nanoseconds in ns below 1 us and in us above.
+// durName spells nanoseconds as microseconds, the unit of every latency
+// column (3 decimals: 1 ns; 4 below 10 ns).
 func durName(ns float64) string {
-	if ns < 1000 {
-		return strconv.FormatFloat(ns, 'f', 1, 64) + " ns"
+	if ns < 10 {
+		return strconv.FormatFloat(ns/1000, 'f', 4, 64) // sub-10 ns figures keep a tenth of a ns
 	}
-	return strconv.FormatFloat(ns/1000, 'f', 2, 64) + " us"
+	return strconv.FormatFloat(ns/1000, 'f', 3, 64)
 }
 
 // groupDigits writes v rounded to an integer with thousands separators.

@@ -26,8 +26,8 @@ var paths = []struct {
 	long string // as the table spells it
 	env  []string
 }{
-	{"mapped", "shared-memory (mapped)", nil},
-	{"am", "AM protocol", []string{"GASNET_SUPERNODE_MAXSIZE=1"}},
+	{"smp-mapped", "smp mapped", nil},
+	{"smp-am", "smp AM", []string{"GASNET_SUPERNODE_MAXSIZE=1"}},
 }
 
 // runJob runs gexbench with args as a 2-rank job and returns rank 0's
@@ -80,7 +80,12 @@ const (
 // the header, the unit of every row and that no key repeats.
 func csvRows(t *testing.T, out string) map[string]float64 {
 	t.Helper()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "# ") { // the header (checked by TestHeader)
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) == 0 || lines[0] != csvHeader {
 		t.Fatalf("CSV output does not start with %q:\n%s", csvHeader, out)
 	}
@@ -96,10 +101,10 @@ func csvRows(t *testing.T, out string) map[string]float64 {
 			t.Errorf("row %q: value: %v", l, err)
 			continue
 		}
-		wantUnit := "ns"
+		wantUnit := "us"
 		switch {
 		case strings.HasPrefix(f[0], "flood-"):
-			wantUnit = "MiB/s"
+			wantUnit = "MB/s"
 		case strings.HasPrefix(f[0], "fadd-flood-"):
 			wantUnit = "Mops/s"
 		}
@@ -142,17 +147,18 @@ func TestLatency(t *testing.T) {
 	for _, p := range paths {
 		for _, bench := range []string{"put", "get"} {
 			t.Run(p.name+"/"+bench, func(t *testing.T) {
-				out := runJob(t, p.env, bench, "-iters", "2000", "-batches", "10", "-csv")
+				out := runJob(t, p.env, bench, "-iters", "2000", "-batches", "10", "-max", "4096", "-csv")
 				if spmdtest.InRank() {
 					return
 				}
 				rows := csvRows(t, out)
-				n := wantRows(t, rows, []string{bench}, p.name, latencySizes, []string{"avg", "median", "min"})
+				sizes := pow2Sizes(8, 4096)
+				n := wantRows(t, rows, []string{bench}, p.name, sizes, []string{"avg", "median", "min"})
 				n += wantRows(t, rows, []string{"copy", "move8"}, "local", []int{8}, []string{"avg", "median", "min"})
 				if len(rows) != n {
 					t.Errorf("%d rows, want %d:\n%s", len(rows), n, out)
 				}
-				for _, s := range latencySizes {
+				for _, s := range sizes {
 					k := bench + "," + p.name + "," + strconv.Itoa(s) + ","
 					if rows[k+"min"] > rows[k+"median"] {
 						t.Errorf("size %d: min %v > median %v", s, rows[k+"min"], rows[k+"median"])
@@ -164,7 +170,7 @@ func TestLatency(t *testing.T) {
 }
 
 func TestFlood(t *testing.T) {
-	sizes := []int{8, 64, 512, 4 << 10, 64 << 10}
+	sizes := pow2Sizes(8, 64<<10)
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			out := runJob(t, p.env, "flood", "-window", "65536", "-max", "65536", "-reps", "2", "-samples", "2", "-csv")
@@ -228,7 +234,7 @@ func TestAtomic(t *testing.T) {
 func TestTable(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
-			out := runJob(t, p.env, "put", "-iters", "1000", "-batches", "5")
+			out := runJob(t, p.env, "put", "-iters", "1000", "-batches", "5", "-max", "4096")
 			if spmdtest.InRank() {
 				return
 			}
@@ -280,7 +286,7 @@ func TestParseArgs(t *testing.T) {
 		}
 	}
 	cfg := config{bench: "flood", minSize: 100, maxSize: 100000, window: 1 << 20}
-	if got, want := cfg.floodSizes(), []int{100, 512, 4096, 65536, 100000}; !slices.Equal(got, want) {
+	if got, want := cfg.floodSizes(), []int{100, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 100000}; !slices.Equal(got, want) {
 		t.Errorf("floodSizes(-min 100 -max 100000) = %v, want %v", got, want)
 	}
 	if got := cfg.segmentSize(); got != 1<<20 {

@@ -22,9 +22,6 @@ const visPayload = 64 << 10
 // visSpan is the bytes a 50%-density payload spans on each side.
 const visSpan = 2 * visPayload
 
-// visChunks are the contiguous chunk sizes measured.
-var visChunks = []int{8, 512}
-
 // visShape is one measured transfer, its descriptors built once.
 type visShape struct {
 	chunk int
@@ -95,7 +92,7 @@ func (b *bench) visOne(op func() error) (bwStats, error) {
 			}
 		}
 		sec := max(time.Since(t0), time.Nanosecond).Seconds()
-		bw = append(bw, float64(reps)*visPayload/sec/1e9)
+		bw = append(bw, float64(reps)*visPayload/sec/1e6)
 	}
 	sort.Float64s(bw)
 	return bwStats{median: median(bw), best: bw[len(bw)-1], reps: reps}, nil
@@ -104,17 +101,17 @@ func (b *bench) visOne(op func() error) (bwStats, error) {
 // vis runs the VIS benchmark and checks, after each put, that the remote
 // chunks hold the local ones (and, after each get, the reverse).
 func (b *bench) vis() (*results, error) {
-	long, short := pathName(b.mapped)
+	long, short := b.pathName()
 	res := &results{}
 	fmt.Fprintf(&res.table, "gexbench vis: blocking VIS put/get bandwidth, rank 0 -> rank %d of %d; path: %s\n", peer, b.tm.QuerySize(), long)
 	fmt.Fprintf(&res.table, "%s payload at 50%% density (chunk c every 2c bytes, both sides) per operation;\n"+
-		"%d samples of %s operations; median and best sample, GB/s (10^9 B/s of payload)\n\n",
+		"%d samples of %s operations; median and best sample, MB/s (10^6 B/s of payload)\n\n",
 		sizeName(visPayload), b.cfg.samples, repsName(b.cfg.reps))
 	fmt.Fprintf(&res.table, "%8s %8s %12s %12s %12s %12s\n", "kind", "chunk", "put median", "put best", "get median", "get best")
 	local := make([]byte, visSpan)
 	check := make([]byte, visSpan)
 	for _, kind := range []string{"vector", "indexed", "strided"} {
-		for _, chunk := range visChunks {
+		for _, chunk := range b.cfg.visChunks() {
 			s := b.visShape(local, chunk)
 			var st [2]bwStats
 			for i, put := range []bool{true, false} {
@@ -132,11 +129,11 @@ func (b *bench) vis() (*results, error) {
 					}
 				}
 			}
-			fmt.Fprintf(&res.table, "%8s %8s %12.2f %12.2f %12.2f %12.2f\n", kind, sizeName(chunk), st[0].median, st[0].best, st[1].median, st[1].best)
-			res.add("vis-"+kind+"-put", short, chunk, "median", st[0].median, "GB/s")
-			res.add("vis-"+kind+"-put", short, chunk, "best", st[0].best, "GB/s")
-			res.add("vis-"+kind+"-get", short, chunk, "median", st[1].median, "GB/s")
-			res.add("vis-"+kind+"-get", short, chunk, "best", st[1].best, "GB/s")
+			fmt.Fprintf(&res.table, "%8s %8s %12.1f %12.1f %12.1f %12.1f\n", kind, sizeName(chunk), st[0].median, st[0].best, st[1].median, st[1].best)
+			res.add("vis-"+kind+"-put", short, chunk, "median", st[0].median, "MB/s")
+			res.add("vis-"+kind+"-put", short, chunk, "best", st[0].best, "MB/s")
+			res.add("vis-"+kind+"-get", short, chunk, "median", st[1].median, "MB/s")
+			res.add("vis-"+kind+"-get", short, chunk, "best", st[1].best, "MB/s")
 		}
 	}
 	return res, nil

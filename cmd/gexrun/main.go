@@ -25,10 +25,10 @@ import (
 )
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runStdin(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n N [--label] [--timeout D] [--grace D] [--pretend-hosts K] [--hosts H1,H2,...|--hostfile F] [--ssh CMD] [--boot-addr IP] PROGRAM [ARGS...]"
+const synopsis = "usage: gexrun -n N [-x VAR[=VALUE]] [--output-filename DIR] [--bind-to core|none] [--label] [--timeout D] [--grace D] [--pretend-hosts K] [--hosts H1,H2,...|--hostfile F] [--ssh CMD] [--boot-addr IP] PROGRAM [ARGS...]"
 
 // usageText is printed by --help. Keep the tables in step with the flags
 // and with the environment variables of packages boot, launch and gex.
@@ -60,7 +60,7 @@ Flags:
   --boot-addr IP      the address the TCP bootstrap listens on for --hosts (default: the
                       address this host's name resolves to)
   --help              print this text
-
+` + mpirunUsage + `
 When a rank's process ends while other ranks are still in the job (it exited
 non-zero, was killed, or exited 0 without calling Close), gexrun prints one line
 naming it, its status and the ranks still running, ends the job as gasnet_exit
@@ -68,10 +68,11 @@ with that status would (the others' pending waits fail naming the rank, then
 they exit; SIGKILL after --grace) and exits with the rank's status. A rank that
 ends after Close ends normally. SIGINT and SIGTERM are forwarded to every rank;
 a second one kills them. SIGQUIT is forwarded too: every rank prints its
-goroutine stacks, each line prefixed "[rank R] ", and exits. Exit codes: 0 if every rank exited 0; the code passed to
-exit by a rank (gasnet_exit); the failing rank's status (1 if killed or
+goroutine stacks, each line prefixed "[rank R] ", and exits. Exit codes: 0 if
+every rank exited 0; the code passed to exit by a rank (gasnet_exit); the failing rank's status (1 if killed or
 aborted); 124 after --timeout; 128+signal after a forwarded signal if a rank
 then failed; 2 for a usage error.
+` + mpirunNotes + `
 
 Environment set by gexrun for every rank:
   GEX_RANK                  this rank, 0..N-1
@@ -100,9 +101,14 @@ Environment read by the library in each rank:
   GEX_TCP_TIMEOUT           tcp: how long connecting to a peer may take (default 30s)
 `
 
-// run is gexrun with its arguments and output streams; it returns the exit
-// code.
+// run is gexrun with its arguments and output streams, every rank reading
+// /dev/null; it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runStdin(ctx, args, nil, stdout, stderr)
+}
+
+// runStdin is gexrun with rank 0 reading stdin (nil: /dev/null).
+func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gexrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // errors are reported below
@@ -116,6 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sshCmd := fs.String("ssh", "", "remote shell command")
 	bootAddr := fs.String("boot-addr", "", "TCP bootstrap address")
 	hangTimeout := fs.Duration("hang-timeout", 0, "end the job after D without communication progress")
+	mo := addMpirunFlags(fs, n)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
@@ -124,6 +131,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// The flag package has printed the error.
 		fmt.Fprintf(stderr, "%s\nRun 'gexrun --help' for details.\n", synopsis)
 		return launch.CodeUsage
+	}
+	if mo.version {
+		printVersion(stdout)
+		return 0
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "gexrun: "+format+"\n%s\nRun 'gexrun --help' for details.\n", append(a, synopsis)...)
@@ -156,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(ssh) == 0 {
 		ssh = strings.Fields(os.Getenv("GASNET_SSH_CMD"))
 	}
-	code, _ := launch.Run(ctx, launch.Config{
+	cfg := launch.Config{
 		N:            *n,
 		Program:      fs.Arg(0),
 		Args:         fs.Args()[1:],
@@ -170,7 +181,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		HangTimeout:  *hangTimeout,
 		Stdout:       stdout,
 		Stderr:       stderr,
-	})
+	}
+	if err := mo.apply(&cfg, stdin, stderr); err != nil {
+		return usageErr("%v", err)
+	}
+	code, _ := launch.Run(ctx, cfg)
 	return code
 }
 

@@ -26,6 +26,8 @@ type output struct {
 	wg    sync.WaitGroup // forwarders
 	fmu   sync.Mutex     // guards files
 	files []*os.File     // read ends of the ranks' pipes
+
+	outFiles []*os.File // Config.OutputDir files (mpirun.go), guarded by fmu
 }
 
 // say prints "gexrun: line" to stderr.
@@ -86,6 +88,7 @@ func (o *output) forward(f *os.File, rank int, dst io.Writer) {
 // rank and its process group are gone that is immediate; if some escaped
 // descendant still holds a pipe open after limit, the pipe is cut.
 func (o *output) wait(limit time.Duration) {
+	defer o.closeOutFiles()
 	done := make(chan struct{})
 	go func() {
 		o.wg.Wait()

@@ -112,6 +112,27 @@ type Config struct {
 	// Stderr the launcher's messages. nil means os.Stdout and os.Stderr. Writes
 	// are serialized; the same writer may be given for both.
 	Stdout, Stderr io.Writer
+
+	// The mpirun habits (mpirun.go).
+	// Stdin, if set, is copied to rank 0's standard input (also through
+	// Hosts, after the job secret's line, which the rank consumes before
+	// main runs); every other rank reads /dev/null, as under mpirun. nil:
+	// every rank reads /dev/null. The copy ends at Stdin's EOF or when rank
+	// 0 closes its input.
+	Stdin io.Reader
+	// OutputDir, if set, sends each rank's standard output and error to the
+	// file OutputDir/rank.R (created, truncated) instead of Stdout and
+	// Stderr; the launcher's own messages still go to Stderr. The directory
+	// is created if needed.
+	OutputDir string
+	// BindCores places each rank on CPUs of its own, as mpirun's
+	// "--bind-to core": the CPUs this launcher may run on are split into N
+	// consecutive blocks (rank r gets block r; with more ranks than CPUs,
+	// rank r gets CPU r mod C), and each rank's GOMAXPROCS is set to the
+	// size of its block unless the environment (the launcher's or Env)
+	// sets it. Ranks started through Hosts are not bound (their CPUs are
+	// another machine's).
+	BindCores bool
 }
 
 // NewJobID returns a fresh job identifier: the launcher's pid and 32 random
@@ -200,7 +221,7 @@ const (
 // the job could not be started; CodeUsage for an invalid cfg.
 //
 // Every rank runs in its own process group with PR_SET_PDEATHSIG=SIGKILL and
-// stdin from /dev/null. When a rank fails, Run prints exactly one line
+// stdin from /dev/null (rank 0: Config.Stdin, if set). When a rank fails, Run prints exactly one line
 // ("gexrun: rank R (pid P) exited with status S; terminating the job", or
 // "... was killed by signal SIGNAME; ...", or "gexrun: rank R aborted: msg"),
 // sends SIGTERM to the other ranks' process groups and SIGKILL after Grace.
@@ -337,7 +358,11 @@ func (j *job) run(ctx context.Context) (int, error) {
 	argv := append([]string{exe}, cfg.Args...)
 	for r := 0; r < cfg.N; r++ {
 		rexe, rargv, renv := exe, argv, envs[r]
-		stdin := devnull
+		stdin, err := j.localStdin(r, devnull)
+		if err != nil {
+			j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
+			break
+		}
 		if len(cfg.Hosts) > 0 {
 			ssh := cfg.SSH
 			if len(ssh) == 0 {
@@ -351,7 +376,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 			// The secret goes through the remote shell's standard input,
 			// not on a command line other users of that host can read.
 			remote := append([]string{"env"}, remoteEnv(cfg, envs[r])...)
-			stdin, err = secretPipe(secret)
+			stdin, err = j.rankStdin(r, []byte(auth.EncodeSecret(secret)+"\n"), devnull)
 			if err != nil {
 				j.finish(endFailure, 1, fmt.Sprintf("cannot start rank %d: %v; terminating the job", r, err))
 				break
@@ -477,7 +502,7 @@ func (j *job) start(sp *spawner, r int, exe string, argv, env []string, stdin *o
 		},
 	}
 	var proc *os.Process
-	sp.do(func() { proc, err = os.StartProcess(exe, argv, attr) })
+	sp.do(func() { proc, err = j.startProcess(r, exe, argv, attr) })
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -485,8 +510,9 @@ func (j *job) start(sp *spawner, r int, exe string, argv, env []string, stdin *o
 		errR.Close()
 		return nil, err
 	}
-	j.out.forward(outR, r, j.out.stdout)
-	j.out.forward(errR, r, j.out.stderr)
+	stdout, stderr := j.rankWriters(r)
+	j.out.forward(outR, r, stdout)
+	j.out.forward(errR, r, stderr)
 	return &rankProc{rank: r, pid: proc.Pid, proc: proc}, nil
 }
 
@@ -757,12 +783,12 @@ func bootAddr(addr string) string {
 }
 
 // remoteEnv is what an SSH-started rank gets on its command line: the GEX_*
-// variables the launcher sets and Config.Env (the rest of the launcher's
-// environment stays here), but not the secret (see secretPipe).
+// and GASNET_* variables (forwardedToRemote) and Config.Env (the rest of the
+// launcher's environment stays here), but not the secret (see rankStdin).
 func remoteEnv(cfg *Config, env []string) []string {
 	out := append([]string(nil), cfg.Env...)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "GEX_") && !strings.HasPrefix(kv, boot.EnvSecret+"=") {
+		if forwardedToRemote(kv) && !strings.HasPrefix(kv, boot.EnvSecret+"=") {
 			out = append(out, kv)
 		}
 	}
@@ -778,21 +804,6 @@ func withoutSecret(env []string) []string {
 		}
 	}
 	return out
-}
-
-// secretPipe is a rank's standard input holding the job secret's line.
-func secretPipe(secret []byte) (*os.File, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	_, err = io.WriteString(w, auth.EncodeSecret(secret)+"\n")
-	w.Close()
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
 }
 
 // hostOf is the GEX_HOST of a rank's environment.

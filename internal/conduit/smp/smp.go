@@ -113,9 +113,11 @@ type Remote interface {
 	// Send injects an AM to remote rank dst (Conduit.Send's contract,
 	// including ErrWouldBlock under Immediate).
 	Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error
-	// Poll delivers arrived AMs through d (only replies if repliesOnly)
-	// and returns how many. It never blocks.
-	Poll(repliesOnly bool, d conduit.Delivery) int
+	// PollClass delivers arrived AMs of one class (Requests if requests,
+	// else Replies) through d and returns how many. It never blocks. The
+	// caller holds its lock for that class, so handlers of a class never
+	// run on two goroutines at once.
+	PollClass(requests bool, d conduit.Delivery) int
 	// Pending reports whether Poll would deliver something.
 	Pending() bool
 	// Limits are the AM payload limits to a remote rank.
@@ -570,6 +572,9 @@ func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) erro
 
 // Poll implements conduit.Conduit.
 func (c *Conduit) Poll(repliesOnly bool) int {
+	if c.cfg.Remote != nil {
+		return c.pollWithRemote(repliesOnly)
+	}
 	n := 0
 	if !c.inbound[1].Empty() && c.consumer[1].TryLock() {
 		n += c.drain(1)
@@ -579,8 +584,31 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 		n += c.drain(0)
 		c.consumer[0].Unlock()
 	}
-	if c.cfg.Remote != nil {
-		n += c.cfg.Remote.Poll(repliesOnly, c.deliver)
+	return n
+}
+
+// pollWithRemote is Poll when a remote transport delivers too. The handlers
+// of one class (Requests, or Replies) must run on one goroutine at a time,
+// whichever transport brought them (the client above keeps one token per
+// class), so each class is delivered, from the local ring and from the
+// remote transport, under that class's consumer lock only. (Holding the
+// Reply lock while running Request handlers would stall a handler whose
+// Reply waits for queue space: that wait polls Replies.)
+func (c *Conduit) pollWithRemote(repliesOnly bool) int {
+	n := 0
+	if c.consumer[1].TryLock() {
+		if !c.inbound[1].Empty() {
+			n += c.drain(1)
+		}
+		n += c.cfg.Remote.PollClass(false, c.deliver)
+		c.consumer[1].Unlock()
+	}
+	if !repliesOnly && c.consumer[0].TryLock() {
+		if !c.inbound[0].Empty() {
+			n += c.drain(0)
+		}
+		n += c.cfg.Remote.PollClass(true, c.deliver)
+		c.consumer[0].Unlock()
 	}
 	return n
 }

@@ -349,15 +349,25 @@ func (t *Transport) Pending() bool { return t.queued.Load() > 0 }
 
 // Poll implements smp.Remote.
 func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
+	n := t.PollClass(false, d)
+	if !repliesOnly {
+		n += t.PollClass(true, d)
+	}
+	return n
+}
+
+// PollClass implements smp.Remote: Poll for one class of AMs. It flushes
+// the batched sends first, as every Poll does.
+func (t *Transport) PollClass(requests bool, d conduit.Delivery) int {
 	t.flushAll()
+	qi := 0
+	if !requests {
+		qi = 1
+	}
 	if t.queued.Load() == 0 {
 		return 0
 	}
-	n := t.drain(1, d)
-	if !repliesOnly {
-		n += t.drain(0, d)
-	}
-	return n
+	return t.drain(qi, d)
 }
 
 func (t *Transport) drain(qi int, d conduit.Delivery) int {
