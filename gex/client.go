@@ -224,6 +224,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	for _, e := range c.visHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
+	for _, e := range c.memsetHandlers() {
+		c.ep.handlers[e.Index].Store(&e)
+	}
 	cd.SetDelivery(c.deliver)
 	if err := cd.Barrier(); err != nil {
 		return nil, nil, nil, &Error{Op: "ClientInit", Code: ErrCodeResource, Msg: "initial barrier: " + err.Error()}
