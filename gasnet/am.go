@@ -87,6 +87,10 @@ func (j *Job) AMRequestLongAsync(dest Node, h Handler, payload []byte, destAddr 
 	return j.nis.wrap(j.tm.RequestLong(gex.Rank(dest), h, payload, destAddr, nil, 0, args...))
 }
 
+func errNilToken(op string) error {
+	return newErr(op, ErrCodeBadArg, "token is nil (replies are only permitted inside a Request handler, with its token)")
+}
+
 // tokenSrc is the node a token's AM came from.
 func tokenSrc(t *Token) Node {
 	info, _ := t.Info(gex.TISrcRank)
@@ -96,7 +100,10 @@ func tokenSrc(t *Token) Node {
 // AMReplyShort implements gasnet_AMReplyShortM: only inside the Request
 // handler that received t, at most once, to the requesting node.
 func (j *Job) AMReplyShort(t *Token, h Handler, args ...HandlerArg) error {
-	if t != nil && !j.hasHandler(tokenSrc(t), h) {
+	if t == nil {
+		return errNilToken("gasnet_AMReplyShort")
+	}
+	if !j.hasHandler(tokenSrc(t), h) {
 		return j.amCheckFailed("gasnet_AMReplyShort", tokenSrc(t), h, 0, 0)
 	}
 	return t.ReplyShort(h, 0, args...)
@@ -104,7 +111,10 @@ func (j *Job) AMReplyShort(t *Token, h Handler, args ...HandlerArg) error {
 
 // AMReplyMedium implements gasnet_AMReplyMediumM.
 func (j *Job) AMReplyMedium(t *Token, h Handler, payload []byte, args ...HandlerArg) error {
-	if t != nil && (!j.hasHandler(tokenSrc(t), h) || len(payload) > j.maxMed) {
+	if t == nil {
+		return errNilToken("gasnet_AMReplyMedium")
+	}
+	if !j.hasHandler(tokenSrc(t), h) || len(payload) > j.maxMed {
 		return j.amCheckFailed("gasnet_AMReplyMedium", tokenSrc(t), h, len(payload), j.maxMed)
 	}
 	return t.ReplyMedium(h, payload, nil, 0, args...)
@@ -113,7 +123,10 @@ func (j *Job) AMReplyMedium(t *Token, h Handler, payload []byte, args ...Handler
 // AMReplyLong implements gasnet_AMReplyLongM: payload (at most
 // AMMaxLongReply bytes) lands at destAddr in the requester's segment.
 func (j *Job) AMReplyLong(t *Token, h Handler, payload []byte, destAddr Addr, args ...HandlerArg) error {
-	if t != nil && (!j.hasHandler(tokenSrc(t), h) || len(payload) > j.maxLRep) {
+	if t == nil {
+		return errNilToken("gasnet_AMReplyLong")
+	}
+	if !j.hasHandler(tokenSrc(t), h) || len(payload) > j.maxLRep {
 		return j.amCheckFailed("gasnet_AMReplyLong", tokenSrc(t), h, len(payload), j.maxLRep)
 	}
 	return t.ReplyLong(h, payload, destAddr, nil, 0, args...)

@@ -60,6 +60,10 @@ func (j *Job) Attach(table []HandlerEntry, segsize, minheapoffset uint64) error 
 		}
 		if err := j.ep.RegisterHandlersGASNet1(entries); err != nil {
 			argErr = newErr(op, ErrCodeBadArg, err.Error())
+		} else {
+			for i := range table {
+				table[i].Index = entries[i].Index // "modified in place"
+			}
 		}
 	}
 
