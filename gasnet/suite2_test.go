@@ -328,6 +328,7 @@ func mixing(e *env, a *amTest) {
 	}
 	// An EX request to a GASNet-1 handler, with 3 arguments.
 	before := a.pings.Load()
+	e.Barrier() // every node has read its count before any ping is sent
 	e.Check(tm.RequestShort(gex.Rank((e.me+1)%e.n), a.idx[3], 0, 1, 2, 3), "EX RequestShort to a GASNet-1 handler")
 	e.Check(e.j.BlockUntil(func() bool { return a.pings.Load() > before }), "BlockUntil(EX ping)")
 	e.Barrier()

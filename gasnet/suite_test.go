@@ -16,9 +16,10 @@ import (
 // Segment layout of the conformance suite (per node).
 const (
 	segSize   = 2 << 20
-	longSlot  = 4096    // AM Long slots: requests at src*longSlot, replies at repBase+replier*longSlot
-	repBase   = 32 << 10
-	rmaBase   = 64 << 10  // writer w's RMA zone at rmaBase + w*rmaZone
+	longSlot  = 1536           // one AM Long payload: each Long in flight has its own slot
+	longArea  = 12 * longSlot  // a sender's slots: requests at src*longArea, replies at repBase+replier*longArea
+	repBase   = 4 * longArea   //
+	rmaBase   = 160 << 10      // writer w's RMA zone at rmaBase + w*rmaZone
 	rmaZone   = 256 << 10 //
 	visBase   = 1700 << 10
 	visZone   = 16 << 10
@@ -479,9 +480,17 @@ func (a *amTest) check(t *gasnet.Token, p []byte, args []gasnet.HandlerArg, long
 		}
 	}
 	info, _ := t.Info(gex.TIIsLong)
-	if info.IsLong && len(p) > 0 && addrOf(p) != addrOf(a.e.j.Segment()[longOff+int(src)*longSlot:]) {
-		a.fail("Long payload not in place")
+	if info.IsLong && len(p) > 0 {
+		rel := int(addrOf(p)) - int(addrOf(a.e.j.Segment())) - (longOff + int(src)*longArea)
+		if rel < 0 || rel >= longArea || rel%longSlot != 0 || int(t.Addr())-int(a.e.segs[a.e.me].Addr) != rel+longOff+int(src)*longArea {
+			a.fail("Long payload not in place")
+		}
 	}
+}
+
+// longRel is where in its sender's area a Long's payload landed.
+func (a *amTest) longRel(t *gasnet.Token, src gasnet.Node) int {
+	return int(t.Addr()) - int(a.e.segs[a.e.me].Addr) - int(src)*longArea
 }
 
 func errString(err error) string {
@@ -511,7 +520,7 @@ func (a *amTest) request(t *gasnet.Token, p []byte, args []gasnet.HandlerArg) {
 	case p == nil:
 		err = a.e.j.AMReplyShort(t, a.idx[1], out...)
 	case info.IsLong:
-		err = a.e.j.AMReplyLong(t, a.idx[1], pl, a.e.at(src, repBase+int(me)*longSlot), out...)
+		err = a.e.j.AMReplyLong(t, a.idx[1], pl, a.e.at(src, repBase+int(me)*longArea+a.longRel(t, src)), out...)
 	default:
 		err = a.e.j.AMReplyMedium(t, a.idx[1], pl, out...)
 	}
@@ -531,6 +540,7 @@ func (a *amTest) run() {
 	sent := int64(0)
 	h := a.idx[0]
 	for p := range e.n {
+		slot := 0
 		for _, nargs := range []int{0, 1, 16} {
 			args := make([]gasnet.HandlerArg, nargs)
 			for i := range args {
@@ -543,10 +553,12 @@ func (a *amTest) run() {
 				sent++
 			}
 			for _, n := range []int{0, 1500} {
-				dst := e.at(p, int(e.me)*longSlot)
+				dst := e.at(p, int(e.me)*longArea+slot*longSlot)
 				e.Check(e.j.AMRequestLong(p, h, payload(e.me, n), dst, args...), "AMRequestLong")
+				dst = e.at(p, int(e.me)*longArea+(slot+1)*longSlot)
 				e.Check(e.j.AMRequestLongAsync(p, h, payload(e.me, n), dst, args...), "AMRequestLongAsync")
 				sent += 2
+				slot += 2
 			}
 		}
 	}
