@@ -123,6 +123,15 @@ func core(e *env, am *amTest) {
 			e.Fatalf("node %d segment %+v", r, big[r])
 		}
 	}
+	// The path under test: with GASNET_SUPERNODE_MAXSIZE=1 no peer segment
+	// is mapped (every transfer to a peer takes the AM path).
+	for p := range e.n {
+		bs, _, err := e.tm.QueryBoundSegmentNB(gex.Rank(p), 0)
+		e.Check(err, "QueryBoundSegmentNB")
+		if e.am && p != e.me && bs.Local != nil || p == e.me && bs.Local == nil {
+			e.Fatalf("node %d's segment mapped here: %v (AM-path mode %v)", p, bs.Local != nil, e.am)
+		}
+	}
 	small := make([]gasnet.SegInfo, 1)
 	e.Check(e.j.GetSegmentInfo(small), "GetSegmentInfo(1 entry)")
 	if small[0] != big[0] {
