@@ -99,7 +99,7 @@ func preAttach(e *env) {
 	if _, ok := e.j.Getenv("GASNET1_TEST_UNSET_VARIABLE"); ok {
 		e.Fatalf("Getenv of an unset variable reports it set")
 	}
-	e.Want(e.j.Put(0, 0, []byte{1}), gasnet.ErrNotInit, "Put before Attach", "gasnet_attach")
+	e.Want(e.j.Put(0, 0, []byte{1}), gasnet.ErrBadArg, "Put before Attach", "no bound segment")
 	e.Want(e.j.AMRequestShort(0, hReqIndex), gasnet.ErrNotInit, "AMRequestShort before Attach")
 	e.Want(e.j.AMPoll(), gasnet.ErrNotInit, "AMPoll before Attach")
 	e.Want(e.j.BarrierNotify(0, 0), gasnet.ErrNotInit, "BarrierNotify before Attach")
@@ -661,7 +661,7 @@ func restrictions(e *env, a *amTest) {
 	// No-Interrupt Sections.
 	e.Check(e.j.HoldInterrupts(), "HoldInterrupts")
 	e.Want(e.j.HoldInterrupts(), gasnet.ErrBadArg, "nested HoldInterrupts", "nested")
-	e.Want(e.j.Put(e.me, e.at(e.me, 0), []byte{1}), gex.ErrRestricted, "Put in a No-Interrupt Section", "No-Interrupt Section")
+	e.Want(e.j.Put(e.me, e.at(e.me, 0), []byte{1}), gex.ErrRestricted, "Put in a No-Interrupt Section")
 	e.Want(e.j.AMPoll(), gex.ErrRestricted, "AMPoll in a No-Interrupt Section", "No-Interrupt Section")
 	var h gasnet.HSL
 	gasnet.HSLLock(&h) // permitted inside a section

@@ -12,6 +12,7 @@
 //	gexrun -n 4 ./cmd/gexbench barrier # BarrierNB over all ranks
 //	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB, 8 B .. 1 MiB
 //	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB, 8 B and 1 MiB
+//	gexrun -n 2 ./cmd/gexbench put -api gasnet1  # GASNet-1 layer beside EX (put, get, am, barrier)
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
@@ -118,6 +119,7 @@ type config struct {
 	reuse      bool
 	csv        bool
 	cpuprofile string
+	api        string // "ex" or "gasnet1" (gasnet1.go)
 }
 
 // errUsage reports a bad command line (exit code 2); the message has been
@@ -150,6 +152,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.reuse, "reuse", false, "flood: every operation of a window uses the same local and remote bytes (as testlarge does; cache-resident)")
 	fs.BoolVar(&cfg.csv, "csv", false, "print CSV rows bench,path,size,metric,value,unit instead of the table")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file")
+	fs.StringVar(&cfg.api, "api", "ex", "ex, or gasnet1: put, get, am and barrier through the GASNet-1 layer beside the EX call it wraps (overhead column)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
@@ -178,6 +181,10 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return bad("unknown benchmark %q (want one of %s)", cfg.bench, strings.Join(benches, ", "))
 	case fs.NArg() != 0:
 		return bad("unexpected arguments %q", fs.Args())
+	case !contains2(apis, cfg.api):
+		return bad("-api %q: want one of %s", cfg.api, strings.Join(apis, ", "))
+	case cfg.api == "gasnet1" && !contains2(g1Benches, cfg.bench):
+		return bad("-api gasnet1 supports %s, not %q", strings.Join(g1Benches, ", "), cfg.bench)
 	case cfg.iters < 0:
 		return bad("-iters %d is negative", cfg.iters)
 	case cfg.batches < 1:
@@ -306,6 +313,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case err != nil:
 		return 2
+	}
+	if cfg.api == "gasnet1" {
+		return runGASNet1(&cfg, stdout, stderr)
 	}
 	c, ep, tm, err := gex.ClientInit("GEXBENCH", 0)
 	if err != nil {
