@@ -130,12 +130,12 @@ const (
 
 // Return codes (GASNet-1 spec, "Errors"), with the values of GASNet's gasnet.h.
 const (
-	OK                      = int(gex.OK)                 // GASNET_OK
-	ErrCodeNotInit          = int(gex.ErrCodeNotInit)     // GASNET_ERR_NOT_INIT
-	ErrCodeResource         = int(gex.ErrCodeResource)    // GASNET_ERR_RESOURCE
-	ErrCodeBadArg           = int(gex.ErrCodeBadArg)      // GASNET_ERR_BAD_ARG
-	ErrCodeNotReady         = int(gex.ErrCodeNotReady)    // GASNET_ERR_NOT_READY
-	ErrCodeBarrierMismatch  = int(gex.ErrCodeBarrierMism) // GASNET_ERR_BARRIER_MISMATCH
+	OK                        = int(gex.OK)                 // GASNET_OK
+	ErrCodeNotInit            = int(gex.ErrCodeNotInit)     // GASNET_ERR_NOT_INIT
+	ErrCodeResource           = int(gex.ErrCodeResource)    // GASNET_ERR_RESOURCE
+	ErrCodeBadArg             = int(gex.ErrCodeBadArg)      // GASNET_ERR_BAD_ARG
+	ErrCodeNotReady           = int(gex.ErrCodeNotReady)    // GASNET_ERR_NOT_READY
+	ErrCodeBarrierMismatch    = int(gex.ErrCodeBarrierMism) // GASNET_ERR_BARRIER_MISMATCH
 	firstErrCode, lastErrCode = ErrCodeNotInit, ErrCodeBarrierMismatch
 )
 
@@ -199,7 +199,9 @@ type Error struct {
 	Msg  string
 }
 
-func (e *Error) Error() string { return "gasnet: " + e.Op + ": " + e.Msg + " (" + ErrorName(e.Code) + ")" }
+func (e *Error) Error() string {
+	return "gasnet: " + e.Op + ": " + e.Msg + " (" + ErrorName(e.Code) + ")"
+}
 
 // Unwrap makes errors.Is(err, gasnet.ErrBadArg) etc. work.
 func (e *Error) Unwrap() error {

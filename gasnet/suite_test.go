@@ -16,11 +16,11 @@ import (
 // Segment layout of the conformance suite (per node).
 const (
 	segSize   = 2 << 20
-	longSlot  = 1536           // one AM Long payload: each Long in flight has its own slot
-	longArea  = 12 * longSlot  // a sender's slots: requests at src*longArea, replies at repBase+replier*longArea
-	repBase   = 4 * longArea   //
-	rmaBase   = 160 << 10      // writer w's RMA zone at rmaBase + w*rmaZone
-	rmaZone   = 256 << 10 //
+	longSlot  = 1536          // one AM Long payload: each Long in flight has its own slot
+	longArea  = 12 * longSlot // a sender's slots: requests at src*longArea, replies at repBase+replier*longArea
+	repBase   = 4 * longArea  //
+	rmaBase   = 160 << 10     // writer w's RMA zone at rmaBase + w*rmaZone
+	rmaZone   = 256 << 10     //
 	visBase   = 1700 << 10
 	visZone   = 16 << 10
 	mixBase   = 1800 << 10 // EX atomics counter
@@ -449,8 +449,10 @@ type amTest struct {
 	barrierPing atomic.Int64
 }
 
-func argVal(src gasnet.Node, i int) gasnet.HandlerArg { return gasnet.HandlerArg(int(src)*1000 + i*17 - 5) }
-func amPat(src gasnet.Node, k int) byte             { return byte(int(src)*31 + k*7) }
+func argVal(src gasnet.Node, i int) gasnet.HandlerArg {
+	return gasnet.HandlerArg(int(src)*1000 + i*17 - 5)
+}
+func amPat(src gasnet.Node, k int) byte { return byte(int(src)*31 + k*7) }
 
 func newAMTest(e *env) *amTest {
 	a := &amTest{e: e}
