@@ -147,6 +147,10 @@ var (
 	ErrBadArg          = gex.ErrBadArg
 	ErrNotReady        = gex.ErrNotReady
 	ErrBarrierMismatch = gex.ErrBarrierMismatch
+	// ErrRestricted is what a call prohibited in the caller's context
+	// returns: inside a handler, holding an HSL, or inside a No-Interrupt
+	// Section (it also wraps ErrBadArg).
+	ErrRestricted = gex.ErrRestricted
 )
 
 var errDescs = [...]string{
