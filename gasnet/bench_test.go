@@ -124,14 +124,18 @@ func BenchmarkLayer(b *testing.B) {
 		roundTrip(func() error { return p.j.AMRequestShort(1, p.h, 7) }))
 }
 
-// sideBySide times b.N calls of ex and of g1 in alternating batches.
+// sideBySide times b.N calls of ex and of g1 in alternating batches (the
+// first of each pair alternating too).
 func sideBySide(b *testing.B, ex, g1 func() error) {
 	const batches = 64
 	per := max(1, b.N/batches)
 	var t [2][]float64
 	b.ResetTimer()
-	for range batches {
-		for i, f := range []func() error{ex, g1} {
+	fs := []func() error{ex, g1}
+	for k := range batches {
+		for o := range 2 {
+			i := o ^ k&1 // alternate which goes first: no position bias
+			f := fs[i]
 			t0 := time.Now()
 			for range per {
 				if err := f(); err != nil {
