@@ -35,24 +35,37 @@ const memsetAllowed = FlagImmediate | FlagPeerNeverSelf | FlagPeerNeverNbrhd | F
 // MemsetBlocking implements gasnet_memset: it returns once the nbytes at dest
 // in rank's bound segment all hold val.
 func (tm *TM) MemsetBlocking(rank Rank, dest Addr, val byte, nbytes uint64, flags Flags) error {
-	_, err := tm.memset("MemsetBlocking", modeBlocking, rank, dest, val, nbytes, flags)
-	return err
+	return tm.memset(modeBlocking, rank, dest, val, nbytes, flags, nil)
 }
 
 // MemsetNBI implements gasnet_memset_nbi: synchronised as an NBI put
 // (NBITest/NBIWait with ECPut, or the open access region).
 func (tm *TM) MemsetNBI(rank Rank, dest Addr, val byte, nbytes uint64, flags Flags) error {
-	_, err := tm.memset("MemsetNBI", modeNBI, rank, dest, val, nbytes, flags)
-	return err
+	return tm.memset(modeNBI, rank, dest, val, nbytes, flags, nil)
 }
 
 // MemsetNB implements gasnet_memset_nb: the event completes at remote
 // completion, as an NB put's does.
-func (tm *TM) MemsetNB(rank Rank, dest Addr, val byte, nbytes uint64, flags Flags) (Event, error) {
-	return tm.memset("MemsetNB", modeNB, rank, dest, val, nbytes, flags)
+func (tm *TM) MemsetNB(rank Rank, dest Addr, val byte, nbytes uint64, flags Flags) (ev Event, err error) {
+	err = tm.memset(modeNB, rank, dest, val, nbytes, flags, &ev)
+	return
 }
 
-func (tm *TM) memset(op string, mode rmaMode, rank Rank, dest Addr, val byte, n uint64, flags Flags) (Event, error) {
+// memsetOps names the memset calls by mode.
+var memsetOps = [...]string{modeBlocking: "MemsetBlocking", modeNBI: "MemsetNBI", modeNB: "MemsetNB"}
+
+// memset is the body of the memset calls; the NB form's event is stored in
+// *evp. (Error-only, no name argument: the wrappers inline into package
+// gasnet's, as putVal's do.)
+func (tm *TM) memset(mode rmaMode, rank Rank, dest Addr, val byte, n uint64, flags Flags, evp *Event) error {
+	ev, err := tm.memsetOp(memsetOps[mode], mode, rank, dest, val, n, flags)
+	if evp != nil {
+		*evp = ev
+	}
+	return err
+}
+
+func (tm *TM) memsetOp(op string, mode rmaMode, rank Rank, dest Addr, val byte, n uint64, flags Flags) (Event, error) {
 	c := tm.c
 	if err := c.checkRestricted(op); err != nil {
 		return EventInvalid, c.report(err)
