@@ -216,7 +216,7 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 		c.reject(in, "%s was registered with %v but arrived as a %s", e.label(), e.Flags&amReqRepMask, reqRepWord(in.IsReq))
 		return
 	}
-	if int(in.NArgs) != e.NArgs {
+	if e.NArgs != anyNArgs && int(in.NArgs) != e.NArgs {
 		c.reject(in, "%s takes %d args but the AM carries %d", e.label(), e.NArgs, in.NArgs)
 		return
 	}

@@ -133,6 +133,7 @@ type teamState struct {
 	next   uint32
 	active int // operations initiated here and not complete
 	ops    map[uint32]*collOp
+	legacy atomic.Bool // a GASNet-1 barrier is in progress (gasnet1.go)
 }
 
 // collSend is a message progress() has to inject.
@@ -528,6 +529,9 @@ func (e *collEngine) finish(op *collOp) {
 	delete(ts.ops, op.seq)
 	ts.active--
 	ev, err := op.ev, op.err
+	if op.kind == kindBarrier {
+		ts.legacy.Store(false) // no EX collective runs beside a GASNet-1 barrier
+	}
 	e.release(op)
 	ev.done(err)
 }
@@ -574,7 +578,7 @@ func (op *collOp) advanceBarrier(e *collEngine) bool {
 		op.sent = false
 	}
 	if op.bflags&barrierMismatch != 0 {
-		op.fail(&Error{Op: "Barrier", Code: ErrCodeBadArg, Msg: "barrier mismatch: ranks passed different ids to a named barrier"})
+		op.fail(&Error{Op: "Barrier", Code: ErrCodeBarrierMism, Msg: "barrier mismatch: ranks passed different ids to a named barrier, or a rank passed GASNET_BARRIERFLAG_MISMATCH"})
 	}
 	return true
 }

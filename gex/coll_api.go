@@ -24,6 +24,9 @@ func collTM(op string, tm *TM) (*Client, error) {
 	if err == nil && tm.noScratch {
 		err = c.report(badArg(op, "tm was created with GEX_FLAG_TM_NO_SCRATCH: collectives over it are prohibited"))
 	}
+	if err == nil && op != "BarrierNamedNB" {
+		err = tm.checkLegacyBarrier(op)
+	}
 	return c, err
 }
 

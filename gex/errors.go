@@ -45,6 +45,9 @@ var (
 	ErrResource = &codeError{ErrCodeResource}
 	ErrBadArg   = &codeError{ErrCodeBadArg}
 	ErrNotReady = &codeError{ErrCodeNotReady}
+	// ErrBarrierMismatch is GASNET_ERR_BARRIER_MISMATCH: a GASNet-1 named
+	// barrier whose ids did not match (TM.BarrierNamedNB).
+	ErrBarrierMismatch = &codeError{ErrCodeBarrierMism}
 	// ErrRestricted is returned by a call that the spec prohibits in the
 	// caller's context: inside an AM handler, while holding an HSL, or between
 	// an AM Prepare and its Commit ("Calls from restricted context"). It wraps
@@ -83,6 +86,8 @@ func (e *Error) Unwrap() error {
 		return ErrBadArg
 	case ErrCodeNotReady:
 		return ErrNotReady
+	case ErrCodeBarrierMism:
+		return ErrBarrierMismatch
 	}
 	return nil
 }

@@ -234,37 +234,47 @@ func valBytes(buf *[8]byte, value uint64, nbytes int) []byte {
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// putVal is the shared body of the Put*Val forms.
-func (tm *TM) putVal(op string, mode rmaMode, rank Rank, dest Addr, value uint64, nbytes int, flags Flags) (Event, error) {
+// putValOps names the Put*Val calls by mode.
+var putValOps = [...]string{modeBlocking: "PutBlockingVal", modeNBI: "PutNBIVal", modeNB: "PutNBVal"}
+
+// putVal is the shared body of the Put*Val forms; the NB form's event is
+// stored in *ev. It returns only an error, and takes no name, so that the
+// wrappers stay cheap enough to inline into the GASNet-1 layer's value calls
+// (package gasnet) - one call deep there as here.
+func (tm *TM) putVal(mode rmaMode, rank Rank, dest Addr, value uint64, nbytes int, flags Flags, ev *Event) error {
+	op := putValOps[mode]
 	if err := checkValSize(op, nbytes); err != nil {
-		return EventInvalid, err
+		return err
 	}
 	if flags == 0 {
 		var buf [8]byte // stays on the stack: only the fast path sees it
 		if tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
-			return EventInvalid, nil
+			return nil
 		}
 	}
 	buf := new([8]byte)
-	return tm.rma(&rmaSpec{op: op, put: true, mode: mode, rank: rank, raddr: dest, local: valBytes(buf, value, nbytes), flags: flags})
+	e, err := tm.rma(&rmaSpec{op: op, put: true, mode: mode, rank: rank, raddr: dest, local: valBytes(buf, value, nbytes), flags: flags})
+	if ev != nil {
+		*ev = e
+	}
+	return err
 }
 
 // PutBlockingVal implements gex_RMA_PutBlockingVal: writes the low nbytes
 // (1..8) of value at dest, in this machine's byte order.
 func (tm *TM) PutBlockingVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) error {
-	_, err := tm.putVal("PutBlockingVal", modeBlocking, rank, dest, value, nbytes, flags)
-	return err
+	return tm.putVal(modeBlocking, rank, dest, value, nbytes, flags, nil)
 }
 
 // PutNBIVal implements gex_RMA_PutNBIVal.
 func (tm *TM) PutNBIVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) error {
-	_, err := tm.putVal("PutNBIVal", modeNBI, rank, dest, value, nbytes, flags)
-	return err
+	return tm.putVal(modeNBI, rank, dest, value, nbytes, flags, nil)
 }
 
 // PutNBVal implements gex_RMA_PutNBVal.
-func (tm *TM) PutNBVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) (Event, error) {
-	return tm.putVal("PutNBVal", modeNB, rank, dest, value, nbytes, flags)
+func (tm *TM) PutNBVal(rank Rank, dest Addr, value uint64, nbytes int, flags Flags) (ev Event, err error) {
+	err = tm.putVal(modeNB, rank, dest, value, nbytes, flags, &ev)
+	return
 }
 
 // checkLC applies the lc_opt rules of NOTE 2a (NBI) and 2b (NB).

@@ -16,6 +16,7 @@
 //	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB
 //	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB
 //	gexbench -compare a.csv,b.csv -plot ab.svg   # earlier -csv runs in one plot
+//	gexrun -n 2 ./cmd/gexbench put -api gasnet1  # GASNet-1 layer beside EX (put, get, am, barrier)
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
@@ -134,6 +135,7 @@ type config struct {
 	cpuprofile string
 	plot       string // -plot FILE.svg (plot.go)
 	compare    string // -compare A.csv,B.csv
+	api        string // "ex" or "gasnet1" (gasnet1.go)
 }
 
 // errUsage reports a bad command line (exit code 2); the message has been
@@ -167,6 +169,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.csv, "csv", false, "print CSV rows bench,path,size,metric,value,unit instead of the table")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file")
 	addPlotFlags(fs, &cfg)
+	fs.StringVar(&cfg.api, "api", "ex", "ex, or gasnet1: put, get, am and barrier through the GASNet-1 layer beside the EX call it wraps (overhead column)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
@@ -195,6 +198,10 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return bad("unknown benchmark %q (want one of %s)", cfg.bench, strings.Join(benches, ", "))
 	case fs.NArg() != 0:
 		return bad("unexpected arguments %q", fs.Args())
+	case !contains2(apis, cfg.api):
+		return bad("-api %q: want one of %s", cfg.api, strings.Join(apis, ", "))
+	case cfg.api == "gasnet1" && !contains2(g1Benches, cfg.bench):
+		return bad("-api gasnet1 supports %s, not %q", strings.Join(g1Benches, ", "), cfg.bench)
 	case cfg.iters < 0:
 		return bad("-iters %d is negative", cfg.iters)
 	case cfg.batches < 1:
@@ -301,6 +308,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case err != nil:
 		return 2
+	}
+	if cfg.api == "gasnet1" {
+		return runGASNet1(&cfg, stdout, stderr)
 	}
 	c, ep, tm, err := gex.ClientInit("GEXBENCH", 0)
 	if err != nil {
