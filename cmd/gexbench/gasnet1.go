@@ -196,15 +196,11 @@ func runGASNet1(cfg *config, stdout, stderr io.Writer) int {
 				break
 			}
 			fmt.Fprintf(&res.table, "%-22s %10s %12s %12s %+9.1f%%\n", p.name, p.size, durName(ex), durName(g1), (g1/ex-1)*100)
-			res.add(cfg.bench, "ex", p.bytes, "median", ex, "ns")
-			res.add(cfg.bench, "gasnet1", p.bytes, "median", g1, "ns")
+			res.add(cfg.bench, "ex", p.bytes, "median", ex/1000, "us")
+			res.add(cfg.bench, "gasnet1", p.bytes, "median", g1/1000, "us")
 		}
 		if benchErr == nil && me == 0 {
-			if cfg.csv {
-				res.writeCSV(stdout)
-			} else {
-				res.writeTable(stdout)
-			}
+			benchErr = cfg.output(res, c, tm, long, stdout)
 		}
 	}
 	if err := barrier(); err != nil {

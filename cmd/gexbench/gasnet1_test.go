@@ -14,9 +14,9 @@ func TestGASNet1API(t *testing.T) {
 		for _, tc := range []struct {
 			bench string
 			sizes []int
-		}{{"put", latencySizes}, {"get", latencySizes}, {"am", []int{0}}, {"barrier", []int{0}}} {
+		}{{"put", pow2Sizes(8, 64)}, {"get", pow2Sizes(8, 64)}, {"am", []int{0}}, {"barrier", []int{0}}} {
 			t.Run(p.name+"/"+tc.bench, func(t *testing.T) {
-				out := runJob(t, p.env, tc.bench, "-api", "gasnet1", "-iters", "400", "-batches", "4", "-csv")
+				out := runJob(t, p.env, tc.bench, "-api", "gasnet1", "-iters", "400", "-batches", "4", "-max", "64", "-csv")
 				if spmdtest.InRank() {
 					return
 				}
