@@ -1,0 +1,99 @@
+package ptlnet
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// collector is a Handler that records messages.
+type collector struct {
+	mu   sync.Mutex
+	msgs []rec
+	cond *sync.Cond
+}
+
+type rec struct {
+	src          Peer
+	hdr, payload []byte
+}
+
+func newCollector() *collector {
+	c := &collector{}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+func (c *collector) handle(src Peer, hdr, payload []byte) {
+	c.mu.Lock()
+	c.msgs = append(c.msgs, rec{src, bytes.Clone(hdr), bytes.Clone(payload)})
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+func (c *collector) wait(t *testing.T, k int) []rec {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.msgs) < k {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d messages, want %d", len(c.msgs), k)
+		}
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		c.mu.Lock()
+	}
+	return append([]rec(nil), c.msgs...)
+}
+
+func open(t *testing.T, pid uint32, h Handler) *Net {
+	t.Helper()
+	n, err := Open(Config{PID: pid, NoTCP: true}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func TestSelfAndPeerSameProcess(t *testing.T) {
+	ca, cb := newCollector(), newCollector()
+	a := open(t, PIDAny, ca.handle)
+	b := open(t, PIDAny, cb.handle)
+	if a.ID() == b.ID() {
+		t.Fatalf("two Nets got the same id %v", a.ID())
+	}
+	sizes := []int{0, 8, 100, 239, 240, 1000, txBufSize, txBufSize + 1, 3*txBufSize + 17}
+	for i, sz := range sizes {
+		p := bytes.Repeat([]byte{byte(i + 1)}, sz)
+		if err := a.Send(b.ID(), []byte{byte(i)}, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Send(a.ID(), []byte{byte(i)}, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []*collector{ca, cb} {
+		got := c.wait(t, len(sizes))
+		for i, m := range got {
+			if m.src.ID != a.ID() || m.src.UID != a.UID() {
+				t.Errorf("message %d from %+v, want %v", i, m.src, a.ID())
+			}
+			if len(m.hdr) != 1 || m.hdr[0] != byte(i) || len(m.payload) != sizes[i] ||
+				(sizes[i] > 0 && (m.payload[0] != byte(i+1) || m.payload[sizes[i]-1] != byte(i+1))) {
+				t.Errorf("message %d: hdr %v, %d bytes; want %d bytes", i, m.hdr, len(m.payload), sizes[i])
+			}
+		}
+	}
+}
+
+func TestPIDInUse(t *testing.T) {
+	a := open(t, PIDAny, func(Peer, []byte, []byte) {})
+	_, err := Open(Config{PID: a.ID().PID, NoTCP: true}, func(Peer, []byte, []byte) {})
+	if !errors.Is(err, ErrPIDInUse) {
+		t.Fatalf("Open of a held pid: %v, want ErrPIDInUse", err)
+	}
+}

@@ -1,0 +1,366 @@
+package ptlnet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gexgo/gexgo/internal/shm"
+)
+
+// shmConn is a same-node connection: a unix socket (kept open only to learn
+// that the peer is gone) and two transmit regions, ours and the peer's.
+//
+// Locks: txMu guards the transmit side (our ring as producer, our pool's
+// allocations, the pending queue, dead). The receive side (the peer's ring as
+// consumer, the assembly state) is used only under Net.rxMu. Lock order:
+// Net.rxMu, then txMu.
+type shmConn struct {
+	peer Peer
+	sock *net.UnixConn
+	n    *Net
+
+	txMem, rxMem, peerBellMem []byte
+	tx, rx                    *shm.Ring
+	txPool, rxPool            *shm.Pool
+	peerBell                  shm.Bell
+	txBlocked, rxBlocked      *atomic.Uint32 // the blocked word of our region, of the peer's
+
+	txMu    sync.Mutex
+	dead    bool // under txMu: the regions are unmapped, Send fails
+	pend    []pendItem
+	pendH   int
+	free    [][]byte // recycled pending buffers
+	hasPend atomic.Bool
+
+	gone   atomic.Bool // the socket ended: drain, then reap
+	reaped bool        // under Net.mu... set once by reap or Close
+
+	// assembly of a multi-chunk bulk message (under Net.rxMu)
+	asm      []byte
+	asmHdr   [MaxHeaderSize]byte
+	asmHL    int
+	asmTotal int
+	asmOff   int
+	asmOn    bool
+}
+
+// pendItem is a queued message: buf holds hdr (hl bytes) then the payload
+// bytes not yet sent, from pos on; total is the whole payload's length.
+type pendItem struct {
+	buf     []byte
+	hl, pos int
+	total   int
+	started bool
+}
+
+var errNoSuchName = errors.New("ptlnet: no process holds that name")
+
+func (c *shmConn) peerOf() Peer { return c.peer }
+
+// ---------------------------------------------------------------------------
+// Connection set-up.
+
+// peerCred returns the kernel credentials of a unix socket's peer.
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, serr
+}
+
+const setupTimeout = 10 * time.Second
+
+// sendHello writes a hello with fds attached.
+func sendHello(c *net.UnixConn, h hello, fds ...int) error {
+	var b [helloSize]byte
+	h.encode(&b)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	c.SetWriteDeadline(time.Now().Add(setupTimeout))
+	_, _, err := c.WriteMsgUnix(b[:], oob, nil)
+	c.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// readHello reads a hello and, unless want < 0, exactly want fds (on error
+// every received fd is closed).
+func readHello(c *net.UnixConn, want int) (hello, []int, error) {
+	var b [helloSize + 1]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	c.SetReadDeadline(time.Now().Add(setupTimeout))
+	nb, noob, _, _, err := c.ReadMsgUnix(b[:], oob)
+	c.SetReadDeadline(time.Time{})
+	var fds []int
+	if noob > 0 {
+		if msgs, e := unix.ParseSocketControlMessage(oob[:noob]); e == nil {
+			for _, m := range msgs {
+				if f, e := unix.ParseUnixRights(&m); e == nil {
+					fds = append(fds, f...)
+				}
+			}
+		}
+	}
+	closeAll := func() {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+	}
+	if err != nil {
+		closeAll()
+		return hello{}, nil, err
+	}
+	h, err := decodeHello(b[:nb])
+	if err != nil {
+		closeAll()
+		return hello{}, nil, err
+	}
+	if want >= 0 && len(fds) != want {
+		closeAll()
+		return hello{}, nil, badFrame(fmt.Sprintf("hello with %d descriptors, want %d", len(fds), want))
+	}
+	return h, fds, nil
+}
+
+// uidOK reports whether a same-node peer of uid may talk to us.
+func (n *Net) uidOK(uid uint32) bool { return uid == n.uid || n.anyUID }
+
+// newShmConn maps the peer's doorbell page and transmit region (closing their
+// fds) and creates ours; it returns the conn and our region's fd to pass.
+func (n *Net) newShmConn(sock *net.UnixConn, peer Peer) (*shmConn, int, error) {
+	fd, mem, err := createSealed("gexgo-ptl-tx", txRegionSize)
+	if err != nil {
+		return nil, -1, err
+	}
+	c := &shmConn{peer: peer, sock: sock, n: n, txMem: mem}
+	if c.tx, err = shm.InitRing(mem[txOffRing:txPoolOff], txSlots, txSlotSize); err == nil {
+		c.txPool, err = shm.InitPool(mem[txPoolOff:], txBufs, txBufSize)
+	}
+	if err != nil {
+		unmapClose(fd, mem)
+		return nil, -1, err
+	}
+	c.txBlocked = shm.Uint32At(mem, txOffBlocked)
+	putRegionHeader(mem, txMagic)
+	return c, fd, nil
+}
+
+// attachPeer maps the peer's doorbell page and transmit region; fds are closed.
+func (c *shmConn) attachPeer(bellFD, txFD int) error {
+	bm, err := mapSealed(bellFD, bellRegionSize)
+	if err != nil {
+		unix.Close(txFD)
+		return err
+	}
+	c.peerBellMem = bm
+	if err := checkRegionHeader(bm, bellMagic); err != nil {
+		return err
+	}
+	c.peerBell = shm.BellAt(bm, bellOff)
+	rm, err := mapSealed(txFD, txRegionSize)
+	if err != nil {
+		return err
+	}
+	c.rxMem = rm
+	if err := checkRegionHeader(rm, txMagic); err != nil {
+		return err
+	}
+	if c.rx, err = shm.AttachRing(rm[txOffRing:txPoolOff]); err != nil {
+		return err
+	}
+	if c.rxPool, err = shm.AttachPool(rm[txPoolOff:]); err != nil {
+		return err
+	}
+	c.rxBlocked = shm.Uint32At(rm, txOffBlocked)
+	return nil
+}
+
+// release unmaps everything of c (its goroutine is gone, nobody uses it).
+func (c *shmConn) release() {
+	c.txMu.Lock()
+	c.dead = true
+	c.dropPending()
+	for _, m := range [][]byte{c.txMem, c.rxMem, c.peerBellMem} {
+		unmapClose(-1, m)
+	}
+	c.txMem, c.rxMem, c.peerBellMem = nil, nil, nil
+	c.txMu.Unlock()
+}
+
+// dialUnix connects to dst's abstract socket. errNoSuchName: nobody holds it.
+func (n *Net) dialUnix(dst PhysID) (conn, error) {
+	sock, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: unixName(dst), Net: "unix"})
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return nil, errNoSuchName
+		}
+		return nil, fmt.Errorf("%w: %v: %v", ErrUnreachable, dst, err)
+	}
+	fail := func(e error) (conn, error) {
+		sock.Close()
+		return nil, fmt.Errorf("%w: %v: %v", ErrUnreachable, dst, e)
+	}
+	cred, err := peerCred(sock)
+	if err != nil {
+		return fail(err)
+	}
+	if !n.uidOK(cred.Uid) {
+		return fail(fmt.Errorf("peer runs as uid %d, this process as %d (set %s=1 to allow)", cred.Uid, n.uid, EnvAnyUID))
+	}
+	c, fd, err := n.newShmConn(sock, Peer{ID: dst, UID: cred.Uid})
+	if err != nil {
+		return fail(err)
+	}
+	err = sendHello(sock, hello{kind: helloConnect, id: n.id, uid: n.uid}, n.bellFD, fd)
+	unix.Close(fd)
+	if err != nil {
+		c.release()
+		return fail(err)
+	}
+	h, fds, err := readHello(sock, 2)
+	if err == nil && (h.kind != helloConnect || h.id != dst) {
+		err = fmt.Errorf("peer answered as %v, want %v", h.id, dst)
+		for _, f := range fds {
+			unix.Close(f)
+		}
+	} else if err == nil {
+		err = c.attachPeer(fds[0], fds[1])
+	}
+	if err != nil {
+		c.release()
+		return fail(err)
+	}
+	n.startShm(c)
+	return c, nil
+}
+
+// startShm registers c and starts its watcher.
+func (n *Net) startShm(c *shmConn) {
+	n.addConn(c.peer.ID, c, c)
+	n.wg.Add(1)
+	go c.watch()
+}
+
+// acceptUnix accepts same-node connections until the listener closes.
+func (n *Net) acceptUnix() {
+	defer n.wg.Done()
+	for {
+		sock, err := n.ulis.AcceptUnix()
+		if err != nil {
+			if n.closed.Load() {
+				return
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		n.wg.Add(1)
+		go n.serveUnix(sock)
+	}
+}
+
+// serveUnix runs the acceptor's side of the set-up for one connection: the
+// peer's credentials, its hello, a check that the pid it claims is really
+// held by the same process (a probe of that pid's name), then our regions.
+func (n *Net) serveUnix(sock *net.UnixConn) {
+	defer n.wg.Done()
+	refuse := func(fds []int) {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+		n.st.refused.Add(1)
+		sock.Close()
+	}
+	cred, err := peerCred(sock)
+	if err != nil || !n.uidOK(cred.Uid) {
+		refuse(nil)
+		return
+	}
+	h, fds, err := readHello(sock, -1)
+	if err != nil {
+		refuse(nil)
+		return
+	}
+	if h.kind == helloProbe {
+		if len(fds) != 0 {
+			refuse(fds)
+			return
+		}
+		sendHello(sock, hello{kind: helloProbe, id: n.id, uid: n.uid})
+		sock.Close()
+		return
+	}
+	if len(fds) != 2 || !n.holds(h.id, cred.Pid) {
+		refuse(fds)
+		return
+	}
+	c, fd, err := n.newShmConn(sock, Peer{ID: h.id, UID: cred.Uid})
+	if err != nil {
+		refuse(fds)
+		return
+	}
+	if err := c.attachPeer(fds[0], fds[1]); err != nil {
+		unix.Close(fd)
+		c.release()
+		refuse(nil)
+		return
+	}
+	err = sendHello(sock, hello{kind: helloConnect, id: n.id, uid: n.uid}, n.bellFD, fd)
+	unix.Close(fd)
+	if err != nil || n.closed.Load() {
+		c.release()
+		sock.Close()
+		return
+	}
+	n.startShm(c)
+}
+
+// holds reports whether the OS process ospid holds the name of id: a probe
+// connection to that name must find the same process at the other end.
+func (n *Net) holds(id PhysID, ospid int32) bool {
+	if id.PID == PIDAny {
+		return false
+	}
+	sock, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: unixName(id), Net: "unix"})
+	if err != nil {
+		return false
+	}
+	defer sock.Close()
+	cred, err := peerCred(sock)
+	if err != nil || cred.Pid != ospid {
+		return false
+	}
+	if sendHello(sock, hello{kind: helloProbe, id: n.id, uid: n.uid}) != nil {
+		return false
+	}
+	h, fds, err := readHello(sock, 0)
+	return err == nil && len(fds) == 0 && h.kind == helloProbe && h.id == id
+}
+
+// watch waits for the socket to end (the peer closed or died); bytes on it
+// after the set-up are a protocol violation and end it too.
+func (c *shmConn) watch() {
+	defer c.n.wg.Done()
+	var b [1]byte
+	_, err := c.sock.Read(b[:])
+	if err == nil {
+		c.n.st.malformed.Add(1)
+	}
+	c.gone.Store(true)
+	c.n.bell.Ring()
+}

@@ -1,0 +1,253 @@
+package ptlnet
+
+// The shared-memory data path: eager frames in one ring slot, bulk frames
+// naming pool buffers, a pending queue when the ring or the pool is full.
+
+// send is Send over shared memory.
+func (c *shmConn) send(hdr, payload []byte) error {
+	c.txMu.Lock()
+	if c.dead {
+		c.txMu.Unlock()
+		return ErrUnreachable
+	}
+	if c.pendH < len(c.pend) {
+		c.flushLocked()
+	}
+	if c.pendH == len(c.pend) {
+		consumed, started, done := c.trySend(hdr, payload, len(payload), false)
+		if started {
+			c.peerBell.Ring()
+		}
+		if done {
+			c.txMu.Unlock()
+			return nil
+		}
+		c.enqueue(hdr, payload[consumed:], len(payload), started)
+	} else {
+		c.enqueue(hdr, payload, len(payload), false)
+	}
+	c.n.st.queued.Add(1)
+	c.blockLocked()
+	c.txMu.Unlock()
+	return nil
+}
+
+// trySend writes as much of one message as the ring and pool take: rest is
+// the payload not yet sent (total bytes in all), started whether its first
+// frame went out. It returns the bytes of rest consumed, whether the first
+// frame is out now, and whether the message is complete. txMu held.
+func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed int, startedOut, done bool) {
+	if !started && eagerFits(c.tx.SlotSize(), len(hdr), total) {
+		d, t, ok := c.tx.TryReserve()
+		if !ok {
+			return 0, false, false
+		}
+		putEager(d, hdr, rest)
+		c.tx.Commit(t)
+		return len(rest), true, true
+	}
+	for !started || consumed < len(rest) {
+		idx, buf, ok := c.txPool.TryAlloc()
+		if !ok {
+			return consumed, started, false
+		}
+		d, t, ok := c.tx.TryReserve()
+		if !ok {
+			c.txPool.Free(idx)
+			return consumed, started, false
+		}
+		k := min(len(rest)-consumed, len(buf))
+		copy(buf, rest[consumed:consumed+k])
+		putBulk(d, !started, hdr, uint64(total), idx, k)
+		c.tx.Commit(t)
+		started = true
+		consumed += k
+	}
+	return consumed, true, true
+}
+
+// enqueue copies a message (or its unsent rest) to the pending queue. txMu held.
+func (c *shmConn) enqueue(hdr, rest []byte, total int, started bool) {
+	var b []byte
+	if k := len(c.free); k > 0 {
+		b, c.free = c.free[k-1][:0], c.free[:k-1]
+	}
+	b = append(append(b, hdr...), rest...)
+	if c.pendH == len(c.pend) {
+		c.pend, c.pendH = c.pend[:0], 0
+		c.hasPend.Store(true)
+		c.n.pending.Add(1)
+	}
+	c.pend = append(c.pend, pendItem{buf: b, hl: len(hdr), pos: len(hdr), total: total, started: started})
+}
+
+// flushLocked sends queued messages in order while there is room. txMu held.
+func (c *shmConn) flushLocked() {
+	sent := false
+	for c.pendH < len(c.pend) {
+		it := &c.pend[c.pendH]
+		consumed, started, done := c.trySend(it.buf[:it.hl], it.buf[it.pos:], it.total, it.started)
+		sent = sent || started != it.started || consumed > 0
+		it.pos += consumed
+		it.started = started
+		if !done {
+			break
+		}
+		if cap(it.buf) <= 1<<20 && len(c.free) < 64 {
+			c.free = append(c.free, it.buf)
+		}
+		*it = pendItem{}
+		c.pendH++
+	}
+	if sent {
+		c.peerBell.Ring()
+	}
+	if c.pendH == len(c.pend) && c.hasPend.Load() {
+		c.pend, c.pendH = c.pend[:0], 0
+		c.hasPend.Store(false)
+		c.n.pending.Add(-1)
+	}
+}
+
+// blockLocked asks the receiver to ring our doorbell when it frees room, then
+// tries once more (the receiver may have freed room before it could see the
+// request). txMu held.
+func (c *shmConn) blockLocked() {
+	c.txBlocked.Store(1)
+	c.flushLocked()
+}
+
+// flush is flushLocked for the progress goroutine.
+func (c *shmConn) flush() {
+	c.txMu.Lock()
+	if !c.dead && c.pendH < len(c.pend) {
+		c.flushLocked()
+		if c.pendH < len(c.pend) {
+			c.blockLocked()
+		}
+	}
+	c.txMu.Unlock()
+}
+
+// dropPending discards the queue (the peer is gone). txMu held.
+func (c *shmConn) dropPending() {
+	if c.pendH < len(c.pend) {
+		c.n.st.dropped.Add(uint64(len(c.pend) - c.pendH))
+	}
+	if c.hasPend.Load() {
+		c.hasPend.Store(false)
+		c.n.pending.Add(-1)
+	}
+	c.pend, c.pendH, c.free = nil, 0, nil
+}
+
+// drain runs the Handler for up to max messages of the peer's ring. Net.rxMu held.
+func (c *shmConn) drain(n *Net, max int) int {
+	if c.rx == nil {
+		return 0
+	}
+	k := 0
+	for k < max {
+		d, ok := c.rx.Peek()
+		if !ok {
+			break
+		}
+		f, err := decodeSlot(d, c.rxPool.NumBufs(), c.rxPool.BufSize())
+		if err != nil {
+			n.st.malformed.Add(1)
+			c.asmOn = false
+			c.rx.Release()
+			k++
+			continue
+		}
+		switch f.kind {
+		case slotEager:
+			if c.asmOn {
+				n.st.malformed.Add(1)
+				c.asmOn = false
+			}
+			hl := copy(n.hdrBuf[:], f.hdr)
+			n.st.recv.Add(1)
+			n.h(c.peer, n.hdrBuf[:hl:hl], f.payload)
+			c.rx.Release()
+		case slotBulkFirst:
+			if c.asmOn {
+				n.st.malformed.Add(1)
+				c.asmOn = false
+			}
+			buf, _ := c.rxPool.Buf(f.buf)
+			chunk := buf[:f.n:f.n]
+			if f.total == uint64(f.n) {
+				hl := copy(n.hdrBuf[:], f.hdr)
+				n.st.recv.Add(1)
+				n.h(c.peer, n.hdrBuf[:hl:hl], chunk)
+			} else {
+				c.asmHL = copy(c.asmHdr[:], f.hdr)
+				c.asmTotal = int(f.total)
+				if cap(c.asm) < c.asmTotal {
+					c.asm = make([]byte, c.asmTotal)
+				}
+				c.asmOff = copy(c.asm[:c.asmTotal], chunk)
+				c.asmOn = true
+			}
+			c.rx.Release()
+			c.freeBuf(f.buf)
+		case slotBulkCont:
+			buf, _ := c.rxPool.Buf(f.buf)
+			if !c.asmOn || f.n > c.asmTotal-c.asmOff {
+				n.st.malformed.Add(1)
+				c.asmOn = false
+			} else {
+				c.asmOff += copy(c.asm[c.asmOff:c.asmTotal], buf[:f.n])
+				if c.asmOff == c.asmTotal {
+					c.asmOn = false
+					n.st.recv.Add(1)
+					n.h(c.peer, c.asmHdr[:c.asmHL:c.asmHL], c.asm[:c.asmTotal:c.asmTotal])
+					if cap(c.asm) > 64<<20 {
+						c.asm = nil
+					}
+				}
+			}
+			c.rx.Release()
+			c.freeBuf(f.buf)
+		}
+		k++
+	}
+	if k > 0 && c.rxBlocked.Load() != 0 && c.rxBlocked.Swap(0) != 0 {
+		c.peerBell.Ring()
+	}
+	return k
+}
+
+// freeBuf returns a pool buffer of the peer's; a double free is the peer's
+// doing and is counted.
+func (c *shmConn) freeBuf(idx int) {
+	if c.rxPool.Free(idx) != nil {
+		c.n.st.malformed.Add(1)
+	}
+}
+
+// reapGone retires connections whose peer is gone once their ring is drained.
+func (n *Net) reapGone() {
+	for _, c := range *n.rxConns.Load() {
+		if !c.gone.Load() {
+			continue
+		}
+		n.rxMu.Lock()
+		if n.stopped {
+			n.rxMu.Unlock()
+			return
+		}
+		n.progressLocked()
+		if !c.rx.Empty() {
+			n.rxMu.Unlock()
+			continue
+		}
+		n.dropConn(c.peer.ID, c, c)
+		n.st.lost.Add(1)
+		c.sock.Close()
+		c.release()
+		c.rx = nil
+		n.rxMu.Unlock()
+	}
+}
