@@ -3,7 +3,9 @@ package ptlnet
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -95,5 +97,58 @@ func TestPIDInUse(t *testing.T) {
 	_, err := Open(Config{PID: a.ID().PID, NoTCP: true}, func(Peer, []byte, []byte) {})
 	if !errors.Is(err, ErrPIDInUse) {
 		t.Fatalf("Open of a held pid: %v, want ErrPIDInUse", err)
+	}
+}
+
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
+// TestSendAllocs: a small Send on an established path allocates nothing
+// (shared memory, self, TCP).
+func TestSendAllocs(t *testing.T) {
+	for _, mode := range []string{"shm", "self", "tcp"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := Config{PID: PIDAny, NoTCP: mode != "tcp", ForceTCP: mode == "tcp", Secret: testSecret}
+			var got atomic.Int64
+			h := func(Peer, []byte, []byte) { got.Add(1) }
+			a, err := Open(cfg, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := Open(cfg, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			dst := b.ID()
+			if mode == "self" {
+				dst = a.ID()
+			}
+			hdr, p := make([]byte, 64), make([]byte, 8)
+			if err := a.Send(dst, hdr, p); err != nil { // establish
+				t.Fatal(err)
+			}
+			if c := (*a.routes.Load())[dst]; mode == "tcp" {
+				if _, ok := c.(*tcpConn); !ok {
+					t.Fatalf("path is %T, want TCP", c)
+				}
+			} else if _, ok := c.(*shmConn); mode == "shm" && !ok {
+				t.Fatalf("path is %T, want shared memory", c)
+			}
+			sent := int64(1)
+			allocs := testing.AllocsPerRun(1000, func() {
+				if err := a.Send(dst, hdr, p); err != nil {
+					t.Fatal(err)
+				}
+				sent++
+				// Keep the path from filling (a queued send copies).
+				for got.Load() < sent-512 {
+					runtime.Gosched()
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%s: %.1f allocations per 8-byte Send, want 0", mode, allocs)
+			}
+		})
 	}
 }

@@ -82,6 +82,9 @@ type Config struct {
 	Secret []byte
 	// NoTCP: do not listen on TCP (same-node peers only).
 	NoTCP bool
+	// ForceTCP: reach every other process over TCP, even on this node (tests and
+	// benchmarks of the TCP path; needs a secret or PTL_TCP_INSECURE).
+	ForceTCP bool
 }
 
 var (
@@ -127,6 +130,7 @@ type Net struct {
 	insecure bool
 	anyUID   bool
 	portBase int
+	forceTCP bool
 
 	ulis *net.UnixListener
 	tlis *net.TCPListener
@@ -168,6 +172,7 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	n.routes.Store(&map[PhysID]conn{})
 	n.rxConns.Store(&[]*shmConn{})
 	n.anyUID = envFlag(EnvAnyUID)
+	n.forceTCP = cfg.ForceTCP
 	n.insecure = envFlag(EnvTCPInsecure)
 	n.portBase = DefaultPortBase
 	if s := os.Getenv(EnvPortBase); s != "" {
@@ -473,6 +478,9 @@ func (n *Net) dial(dst PhysID) (conn, error) {
 	}
 	if n.closed.Load() {
 		return nil, ErrClosed
+	}
+	if n.forceTCP {
+		return n.dialTCP(dst)
 	}
 	c, err := n.dialUnix(dst)
 	if err == nil {
