@@ -113,6 +113,8 @@ type Stats struct {
 	Refused        uint64 // incoming connections refused (stranger, wrong uid, failed authentication)
 	PeersLost      uint64 // connections that ended with the peer gone
 	DroppedSends   uint64 // queued messages dropped because their peer went away
+	ShmConns       uint64 // shared-memory connections made (dialed or accepted)
+	TCPConns       uint64 // TCP connections made (dialed or accepted)
 }
 
 // conn is one established path to a peer.
@@ -158,7 +160,7 @@ type Net struct {
 	wg     sync.WaitGroup
 
 	st struct {
-		sent, recv, queued, malformed, refused, lost, dropped atomic.Uint64
+		sent, recv, queued, malformed, refused, lost, dropped, shmConns, tcpConns atomic.Uint64
 	}
 }
 
@@ -314,6 +316,7 @@ func (n *Net) Stats() Stats {
 		Sent: n.st.sent.Load(), Received: n.st.recv.Load(), Queued: n.st.queued.Load(),
 		Malformed: n.st.malformed.Load(), Refused: n.st.refused.Load(),
 		PeersLost: n.st.lost.Load(), DroppedSends: n.st.dropped.Load(),
+		ShmConns: n.st.shmConns.Load(), TCPConns: n.st.tcpConns.Load(),
 	}
 }
 
@@ -422,12 +425,17 @@ func (n *Net) progressLoop() {
 	}
 }
 
-// addRoute records c as the path to id unless there is one; addRx adds an inbound ring.
-func (n *Net) addConn(id PhysID, c conn, sc *shmConn) {
+// addConn records c as the path to id unless there is one already (both
+// sides may have dialed at once), adds its inbound ring if it has one, and
+// returns the path to use: the first one, so that every message to id goes
+// through one connection, in order.
+func (n *Net) addConn(id PhysID, c conn, sc *shmConn) conn {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	old := *n.routes.Load()
-	if old[id] == nil {
+	route := old[id]
+	if route == nil {
+		route = c
 		m := make(map[PhysID]conn, len(old)+1)
 		for k, v := range old {
 			m[k] = v
@@ -439,6 +447,7 @@ func (n *Net) addConn(id PhysID, c conn, sc *shmConn) {
 		l := append(append([]*shmConn(nil), *n.rxConns.Load()...), sc)
 		n.rxConns.Store(&l)
 	}
+	return route
 }
 
 // dropConn forgets c (its route and its inbound ring).

@@ -246,15 +246,15 @@ func (n *Net) dialUnix(dst PhysID) (conn, error) {
 		c.release()
 		return fail(err)
 	}
-	n.startShm(c)
-	return c, nil
+	return n.startShm(c), nil
 }
 
-// startShm registers c and starts its watcher.
-func (n *Net) startShm(c *shmConn) {
-	n.addConn(c.peer.ID, c, c)
+// startShm registers c, starts its watcher and returns the path to c's peer.
+func (n *Net) startShm(c *shmConn) conn {
+	n.st.shmConns.Add(1)
 	n.wg.Add(1)
 	go c.watch()
+	return n.addConn(c.peer.ID, c, c)
 }
 
 // acceptUnix accepts same-node connections until the listener closes.

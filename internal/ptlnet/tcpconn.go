@@ -175,11 +175,11 @@ func (n *Net) startTCP(c *net.TCPConn, peer Peer) (conn, error) {
 	}
 	n.tcps[tc] = struct{}{}
 	n.mu.Unlock()
-	n.addConn(peer.ID, tc, nil)
+	n.st.tcpConns.Add(1)
 	n.wg.Add(2)
 	go tc.reader()
 	go tc.flusher()
-	return tc, nil
+	return n.addConn(peer.ID, tc, nil), nil
 }
 
 // writeNow is one non-blocking writev of c.iov (RawConn.Write callback).
@@ -258,7 +258,7 @@ func (c *tcpConn) flusher() {
 				break
 			}
 			b := c.out
-			c.out = c.spare[:0]
+			c.out, c.spare = c.spare[:0], nil
 			c.txMu.Unlock()
 			_, err := c.c.Write(b)
 			c.txMu.Lock()
