@@ -134,8 +134,8 @@ func decodeSlot(d []byte, nbufs, bufSize int) (f slotFrame, err error) {
 		}
 		f.buf, f.n = int(idx), int(n)
 		if f.kind == slotBulkCont {
-			if hl != 0 {
-				return f, badFrame("continuation with a header")
+			if hl != 0 || binary.LittleEndian.Uint64(d[sOffTotal:]) != 0 {
+				return f, badFrame("continuation with a header or a total")
 			}
 			return f, nil
 		}
