@@ -74,6 +74,13 @@ type helper struct {
 
 // startHelper starts a helper in mode; extra env and an optional uid to run as.
 func startHelper(t *testing.T, mode string, uid int, env ...string) *helper {
+	return startHelperTB(t, mode, uid, env...)
+}
+
+// startHelperB is startHelper for benchmarks.
+func startHelperB(b *testing.B, mode string) *helper { return startHelperTB(b, mode, -1) }
+
+func startHelperTB(t testing.TB, mode string, uid int, env ...string) *helper {
 	t.Helper()
 	bin, err := os.Executable()
 	if err != nil {
@@ -122,7 +129,7 @@ func startHelper(t *testing.T, mode string, uid int, env ...string) *helper {
 	return h
 }
 
-func (h *helper) line(t *testing.T) string {
+func (h *helper) line(t testing.TB) string {
 	t.Helper()
 	if !h.out.Scan() {
 		t.Fatalf("helper ended: %v", h.out.Err())

@@ -36,7 +36,7 @@ type shmConn struct {
 	dead    bool // under txMu: the regions are unmapped, Send fails
 	pend    []pendItem
 	pendH   int
-	free    [][]byte // recycled pending buffers
+	arena   []byte // bytes of queued small messages (pendItem.off)
 	hasPend atomic.Bool
 
 	gone   atomic.Bool // the socket ended: drain, then reap
@@ -51,14 +51,19 @@ type shmConn struct {
 	asmOn    bool
 }
 
-// pendItem is a queued message: buf holds hdr (hl bytes) then the payload
-// bytes not yet sent, from pos on; total is the whole payload's length.
+// pendItem is a queued message: its bytes (in big, or at arena[off:off+n])
+// are the hdr (hl bytes) then the payload bytes not yet sent; pos is how
+// many of them have gone out; total is the whole payload's length.
 type pendItem struct {
-	buf     []byte
+	big     []byte
+	off, n  int
 	hl, pos int
 	total   int
 	started bool
 }
+
+// pendBig is the size from which a queued message gets a buffer of its own.
+const pendBig = 64 << 10
 
 var errNoSuchName = errors.New("ptlnet: no process holds that name")
 
@@ -362,5 +367,6 @@ func (c *shmConn) watch() {
 		c.n.st.malformed.Add(1)
 	}
 	c.gone.Store(true)
+	c.n.anyGone.Store(true)
 	c.n.bell.Ring()
 }

@@ -68,17 +68,27 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 
 // enqueue copies a message (or its unsent rest) to the pending queue. txMu held.
 func (c *shmConn) enqueue(hdr, rest []byte, total int, started bool) {
-	var b []byte
-	if k := len(c.free); k > 0 {
-		b, c.free = c.free[k-1][:0], c.free[:k-1]
-	}
-	b = append(append(b, hdr...), rest...)
 	if c.pendH == len(c.pend) {
-		c.pend, c.pendH = c.pend[:0], 0
+		c.pend, c.pendH, c.arena = c.pend[:0], 0, c.arena[:0]
 		c.hasPend.Store(true)
 		c.n.pending.Add(1)
 	}
-	c.pend = append(c.pend, pendItem{buf: b, hl: len(hdr), pos: len(hdr), total: total, started: started})
+	it := pendItem{n: len(hdr) + len(rest), hl: len(hdr), pos: len(hdr), total: total, started: started}
+	if it.n >= pendBig {
+		it.big = append(append(make([]byte, 0, it.n), hdr...), rest...)
+	} else {
+		it.off = len(c.arena)
+		c.arena = append(append(c.arena, hdr...), rest...)
+	}
+	c.pend = append(c.pend, it)
+}
+
+// bytes returns a queued message's bytes.
+func (c *shmConn) bytesOf(it *pendItem) []byte {
+	if it.big != nil {
+		return it.big
+	}
+	return c.arena[it.off : it.off+it.n]
 }
 
 // flushLocked sends queued messages in order while there is room. txMu held.
@@ -86,15 +96,13 @@ func (c *shmConn) flushLocked() {
 	sent := false
 	for c.pendH < len(c.pend) {
 		it := &c.pend[c.pendH]
-		consumed, started, done := c.trySend(it.buf[:it.hl], it.buf[it.pos:], it.total, it.started)
+		b := c.bytesOf(it)
+		consumed, started, done := c.trySend(b[:it.hl], b[it.pos:], it.total, it.started)
 		sent = sent || started != it.started || consumed > 0
 		it.pos += consumed
 		it.started = started
 		if !done {
 			break
-		}
-		if cap(it.buf) <= 1<<20 && len(c.free) < 64 {
-			c.free = append(c.free, it.buf)
 		}
 		*it = pendItem{}
 		c.pendH++
@@ -102,10 +110,30 @@ func (c *shmConn) flushLocked() {
 	if sent {
 		c.peerBell.Ring()
 	}
-	if c.pendH == len(c.pend) && c.hasPend.Load() {
-		c.pend, c.pendH = c.pend[:0], 0
+	switch {
+	case c.pendH == len(c.pend) && c.hasPend.Load():
+		c.pend, c.pendH, c.arena = c.pend[:0], 0, c.arena[:0]
 		c.hasPend.Store(false)
 		c.n.pending.Add(-1)
+	case c.pendH >= 1024 && 2*c.pendH >= len(c.pend):
+		// Compact: drop the sent prefix of the queue and of the arena.
+		live := c.pend[c.pendH:]
+		base := -1
+		for i := range live {
+			if live[i].big == nil {
+				if base < 0 {
+					base = live[i].off
+				}
+				live[i].off -= base
+			}
+		}
+		if base > 0 {
+			c.arena = c.arena[:copy(c.arena, c.arena[base:])]
+		} else if base < 0 {
+			c.arena = c.arena[:0]
+		}
+		c.pend = c.pend[:copy(c.pend, live)]
+		c.pendH = 0
 	}
 }
 
@@ -138,7 +166,7 @@ func (c *shmConn) dropPending() {
 		c.hasPend.Store(false)
 		c.n.pending.Add(-1)
 	}
-	c.pend, c.pendH, c.free = nil, 0, nil
+	c.pend, c.pendH, c.arena = nil, 0, nil
 }
 
 // drain runs the Handler for up to max messages of the peer's ring. Net.rxMu held.
@@ -146,7 +174,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 	if c.rx == nil {
 		return 0
 	}
-	k := 0
+	k, got := 0, 0
 	for k < max {
 		d, ok := c.rx.Peek()
 		if !ok {
@@ -167,7 +195,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 				c.asmOn = false
 			}
 			hl := copy(n.hdrBuf[:], f.hdr)
-			n.st.recv.Add(1)
+			got++
 			n.h(c.peer, n.hdrBuf[:hl:hl], f.payload)
 			c.rx.Release()
 		case slotBulkFirst:
@@ -179,7 +207,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 			chunk := buf[:f.n:f.n]
 			if f.total == uint64(f.n) {
 				hl := copy(n.hdrBuf[:], f.hdr)
-				n.st.recv.Add(1)
+				got++
 				n.h(c.peer, n.hdrBuf[:hl:hl], chunk)
 			} else {
 				c.asmHL = copy(c.asmHdr[:], f.hdr)
@@ -201,7 +229,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 				c.asmOff += copy(c.asm[c.asmOff:c.asmTotal], buf[:f.n])
 				if c.asmOff == c.asmTotal {
 					c.asmOn = false
-					n.st.recv.Add(1)
+					got++
 					n.h(c.peer, c.asmHdr[:c.asmHL:c.asmHL], c.asm[:c.asmTotal:c.asmTotal])
 					if cap(c.asm) > 64<<20 {
 						c.asm = nil
@@ -212,6 +240,9 @@ func (c *shmConn) drain(n *Net, max int) int {
 			c.freeBuf(f.buf)
 		}
 		k++
+	}
+	if got > 0 {
+		n.st.recv.Add(uint64(got))
 	}
 	if k > 0 && c.rxBlocked.Load() != 0 && c.rxBlocked.Swap(0) != 0 {
 		c.peerBell.Ring()
@@ -229,6 +260,7 @@ func (c *shmConn) freeBuf(idx int) {
 
 // reapGone retires connections whose peer is gone once their ring is drained.
 func (n *Net) reapGone() {
+	n.anyGone.Store(false)
 	for _, c := range *n.rxConns.Load() {
 		if !c.gone.Load() {
 			continue
@@ -240,6 +272,7 @@ func (n *Net) reapGone() {
 		}
 		n.progressLocked()
 		if !c.rx.Empty() {
+			n.anyGone.Store(true) // again next time
 			n.rxMu.Unlock()
 			continue
 		}
