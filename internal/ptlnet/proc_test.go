@@ -71,8 +71,10 @@ func floodHeader(b []byte, kind byte, src, seq, size int, crc uint32) []byte {
 	return b
 }
 
-// flood runs the exchange between the Nets of ranks (ids[r] is rank r's), as rank me.
-func flood(t *testing.T, me int, ids []PhysID, open func(Handler) *Net) {
+// flood runs the exchange between the Nets of ranks (ids[r] is rank r's), as
+// rank me; ready is called once this rank's Handler is in place and must
+// return once every rank's is (a barrier).
+func flood(t *testing.T, me int, ids []PhysID, open func(Handler) *Net, ready func()) {
 	size := len(ids)
 	var mu sync.Mutex
 	nextData := make([]int, size) // next seq expected from each source
@@ -129,6 +131,7 @@ func flood(t *testing.T, me int, ids []PhysID, open func(Handler) *Net) {
 		}
 	}
 	n = open(handler)
+	ready()
 	buf := make([]byte, 4<<20)
 	var hb [MaxHeaderSize]byte
 	for seq := 0; seq < floodMsgs; seq++ {
@@ -200,10 +203,11 @@ func floodRank(t *testing.T) *Net {
 	for r, b := range all {
 		ids[r] = PhysID{NID: binary.LittleEndian.Uint32(b[0:]), PID: binary.LittleEndian.Uint32(b[4:])}
 	}
-	if err := bs.Barrier(); err != nil {
-		t.Fatal(err)
-	}
-	flood(t, bs.Rank(), ids, func(h Handler) *Net { inner = h; return net0 })
+	flood(t, bs.Rank(), ids, func(h Handler) *Net { inner = h; return net0 }, func() {
+		if err := bs.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if err := bs.Barrier(); err != nil {
 		t.Fatal(err)
 	}
@@ -288,12 +292,13 @@ func TestFloodInProcess(t *testing.T) {
 				defer n.Close()
 				nets[r], ids[r] = n, n.ID()
 			}
-			var wg sync.WaitGroup
+			var wg, ready sync.WaitGroup
+			ready.Add(size)
 			for r := range nets {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					flood(t, r, ids, func(h Handler) *Net { inner[r] = h; return nets[r] })
+					flood(t, r, ids, func(h Handler) *Net { inner[r] = h; return nets[r] }, func() { ready.Done(); ready.Wait() })
 				}()
 			}
 			wg.Wait()

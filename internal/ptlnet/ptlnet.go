@@ -151,8 +151,11 @@ type Net struct {
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
 	rxMu    sync.Mutex
-	stopped bool                // under rxMu: no more Handler calls
-	hdrBuf  [MaxHeaderSize]byte // under rxMu: private copy of a shared-memory hdr
+	stopped bool // under rxMu: no more Handler calls
+	// inHandler is set while a Handler may be running: a Send then queues
+	// rather than waits (it may be the Handler's own).
+	inHandler atomic.Bool
+	hdrBuf    [MaxHeaderSize]byte // under rxMu: private copy of a shared-memory hdr
 
 	self selfQueue
 
@@ -371,10 +374,12 @@ func (n *Net) progressLocked() int {
 	if n.stopped {
 		return 0
 	}
+	n.inHandler.Store(true)
 	k := n.self.drain(n)
 	for _, c := range *n.rxConns.Load() {
 		k += c.drain(n, 256)
 	}
+	n.inHandler.Store(false)
 	return k
 }
 

@@ -38,6 +38,7 @@ type shmConn struct {
 	pendH   int
 	arena   []byte // bytes of queued small messages (pendItem.off)
 	hasPend atomic.Bool
+	partial bool // under txMu: a waiting Send has sent part of its message
 
 	gone   atomic.Bool // the socket ended: drain, then reap
 	reaped bool        // under Net.mu... set once by reap or Close

@@ -1,35 +1,73 @@
 package ptlnet
 
+import (
+	"runtime"
+	"time"
+)
+
 // The shared-memory data path: eager frames in one ring slot, bulk frames
 // naming pool buffers, a pending queue when the ring or the pool is full.
 
-// send is Send over shared memory.
+// send is Send over shared memory. When the ring or the pool is full, a
+// Handler's Send (or any Send while a Handler of this Net runs) queues a copy
+// and returns; any other Send waits for the peer's progress goroutine to make
+// room (it never waits for the peer's application), so a flood from the
+// application is paced by the receiver instead of piling up in memory.
 func (c *shmConn) send(hdr, payload []byte) error {
+	n := c.n
 	c.txMu.Lock()
-	if c.dead {
-		c.txMu.Unlock()
-		return ErrUnreachable
-	}
-	if c.pendH < len(c.pend) {
-		c.flushLocked()
-	}
-	if c.pendH == len(c.pend) {
-		consumed, started, done := c.trySend(hdr, payload, len(payload), false)
-		if started {
-			c.peerBell.Ring()
+	off, started := 0, false
+	for spins := 0; ; spins++ {
+		if c.dead || (c.gone.Load() && !started) {
+			if started {
+				c.partial = false
+			}
+			c.txMu.Unlock()
+			return ErrUnreachable
 		}
-		if done {
+		if !started && c.pendH < len(c.pend) {
+			c.flushLocked()
+		}
+		// Only the Send that owns a half-sent message (started) may put frames
+		// in the ring until it is complete; the others queue or wait behind it.
+		if started || (!c.partial && c.pendH == len(c.pend)) {
+			consumed, st, done := c.trySend(hdr, payload[off:], len(payload), started)
+			if st != started || consumed > 0 {
+				c.peerBell.Ring()
+			}
+			off, started = off+consumed, st
+			if done {
+				if c.partial {
+					c.partial = false
+					c.flushLocked() // what Handlers queued meanwhile
+				}
+				c.txMu.Unlock()
+				return nil
+			}
+		}
+		// A Send that already waited (c.partial: it is no Handler's) keeps
+		// waiting; others queue when a Handler may be running.
+		if (n.inHandler.Load() && !c.partial) || n.closed.Load() {
+			c.enqueue(hdr, payload[off:], len(payload), started, c.partial)
+			c.partial = false
+			n.st.queued.Add(1)
+			c.blockLocked()
 			c.txMu.Unlock()
 			return nil
 		}
-		c.enqueue(hdr, payload[consumed:], len(payload), started)
-	} else {
-		c.enqueue(hdr, payload, len(payload), false)
+		// Wait for room, letting Handlers queue behind a half-sent message.
+		if started {
+			c.partial = true
+		}
+		c.txBlocked.Store(1)
+		c.txMu.Unlock()
+		if spins < 64 {
+			runtime.Gosched()
+		} else {
+			n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
+		}
+		c.txMu.Lock()
 	}
-	c.n.st.queued.Add(1)
-	c.blockLocked()
-	c.txMu.Unlock()
-	return nil
 }
 
 // trySend writes as much of one message as the ring and pool take: rest is
@@ -66,8 +104,10 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 	return consumed, true, true
 }
 
-// enqueue copies a message (or its unsent rest) to the pending queue. txMu held.
-func (c *shmConn) enqueue(hdr, rest []byte, total int, started bool) {
+// enqueue copies a message (or its unsent rest) to the pending queue, at its
+// head when front (the rest of a half-sent message others queued behind).
+// txMu held.
+func (c *shmConn) enqueue(hdr, rest []byte, total int, started, front bool) {
 	if c.pendH == len(c.pend) {
 		c.pend, c.pendH, c.arena = c.pend[:0], 0, c.arena[:0]
 		c.hasPend.Store(true)
@@ -80,7 +120,17 @@ func (c *shmConn) enqueue(hdr, rest []byte, total int, started bool) {
 		it.off = len(c.arena)
 		c.arena = append(append(c.arena, hdr...), rest...)
 	}
-	c.pend = append(c.pend, it)
+	switch {
+	case !front:
+		c.pend = append(c.pend, it)
+	case c.pendH > 0:
+		c.pendH--
+		c.pend[c.pendH] = it
+	default:
+		c.pend = append(c.pend, pendItem{})
+		copy(c.pend[1:], c.pend)
+		c.pend[0] = it
+	}
 }
 
 // bytes returns a queued message's bytes.
@@ -91,8 +141,12 @@ func (c *shmConn) bytesOf(it *pendItem) []byte {
 	return c.arena[it.off : it.off+it.n]
 }
 
-// flushLocked sends queued messages in order while there is room. txMu held.
+// flushLocked sends queued messages in order while there is room, unless a
+// Send is half-way through a message (partial). txMu held.
 func (c *shmConn) flushLocked() {
+	if c.partial {
+		return
+	}
 	sent := false
 	for c.pendH < len(c.pend) {
 		it := &c.pend[c.pendH]
@@ -145,9 +199,12 @@ func (c *shmConn) blockLocked() {
 	c.flushLocked()
 }
 
-// flush is flushLocked for the progress goroutine.
+// flush is flushLocked for the progress goroutine. A sender that holds txMu
+// flushes the queue itself before it sends, so a busy lock is skipped.
 func (c *shmConn) flush() {
-	c.txMu.Lock()
+	if !c.txMu.TryLock() {
+		return
+	}
 	if !c.dead && c.pendH < len(c.pend) {
 		c.flushLocked()
 		if c.pendH < len(c.pend) {

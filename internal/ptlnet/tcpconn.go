@@ -29,12 +29,14 @@ type tcpConn struct {
 	c    *net.TCPConn
 	raw  syscall.RawConn
 
-	txMu     sync.Mutex
-	out      []byte // frames queued behind a full socket (under txMu)
-	spare    []byte
-	flushing bool // the flusher owns the socket's write side (under txMu)
-	dead     bool // under txMu
-	wake     chan struct{}
+	txMu       sync.Mutex
+	out        []byte // frames queued behind a full socket (under txMu)
+	spare      []byte
+	flushing   bool       // the flusher owns the socket's write side (under txMu)
+	appWriting bool       // a Send writes a large rest itself (under txMu)
+	cond       *sync.Cond // on txMu: flushing or appWriting ended, or dead
+	dead       bool       // under txMu
+	wake       chan struct{}
 
 	// direct-write state, under txMu
 	hb   [tcpFrameSize]byte
@@ -167,6 +169,7 @@ func (n *Net) startTCP(c *net.TCPConn, peer Peer) (conn, error) {
 	c.SetNoDelay(true)
 	tc := &tcpConn{n: n, peer: peer, c: c, raw: raw, wake: make(chan struct{}, 1)}
 	tc.wfn = tc.writeNow
+	tc.cond = sync.NewCond(&tc.txMu)
 	n.mu.Lock()
 	if n.closed.Load() {
 		n.mu.Unlock()
@@ -188,19 +191,33 @@ func (c *tcpConn) writeNow(fd uintptr) bool {
 	return true
 }
 
+// Application (non-Handler) Sends wait for a busy socket instead of copying
+// a payload of tcpNoCopy bytes or more, or queueing behind tcpMaxQueue bytes.
+const (
+	tcpNoCopy   = 64 << 10
+	tcpMaxQueue = 4 << 20
+)
+
 // send is Send over TCP: writev straight from the caller's buffers when the
-// socket is idle, else (and for whatever the socket did not take) append to
-// the queue the flusher writes.
+// socket is idle. What the socket does not take at once is, in a Handler (or
+// for a small rest), copied to the queue the flusher writes; otherwise the
+// caller writes it itself, blocking with txMu released so that Handlers queue
+// behind it and never wait.
 func (c *tcpConn) send(hdr, payload []byte) error {
+	n := c.n
 	c.txMu.Lock()
+	for (c.flushing || c.appWriting) && !c.dead && !n.inHandler.Load() &&
+		(len(payload) >= tcpNoCopy || len(c.out) >= tcpMaxQueue) {
+		c.cond.Wait()
+	}
 	if c.dead {
 		c.txMu.Unlock()
-		return ErrUnreachable
+		return fmt.Errorf("%w: %v: connection lost", ErrUnreachable, c.peer.ID)
 	}
 	putTCPHeader(c.hb[:], len(hdr), uint64(len(payload)))
-	if c.flushing {
+	if c.flushing || c.appWriting {
 		c.out = append(append(append(c.out, c.hb[:]...), hdr...), payload...)
-		c.n.st.queued.Add(1)
+		n.st.queued.Add(1)
 		c.txMu.Unlock()
 		return nil
 	}
@@ -210,35 +227,66 @@ func (c *tcpConn) send(hdr, payload []byte) error {
 	if err := c.raw.Write(c.wfn); err != nil {
 		c.werr = err
 	}
-	w := c.nw
-	if w < 0 {
-		w = 0
-	}
+	w := max(c.nw, 0)
 	if c.werr != nil && c.werr != unix.EAGAIN {
 		c.dead = true
+		c.cond.Broadcast()
 		c.txMu.Unlock()
 		c.c.Close()
 		return fmt.Errorf("%w: %v: %v", ErrUnreachable, c.peer.ID, c.werr)
 	}
-	if w < total {
-		for _, b := range c.iov {
-			if w >= len(b) {
-				w -= len(b)
-				continue
-			}
-			c.out = append(c.out, b[w:]...)
-			w = 0
+	if w == total {
+		c.iov = [3][]byte{}
+		c.txMu.Unlock()
+		return nil
+	}
+	var rest net.Buffers
+	for _, b := range c.iov {
+		if w >= len(b) {
+			w -= len(b)
+			continue
 		}
-		c.flushing = true
-		c.n.st.queued.Add(1)
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		rest = append(rest, b[w:])
+		w = 0
 	}
 	c.iov = [3][]byte{}
+	n.st.queued.Add(1)
+	if n.inHandler.Load() || total-c.nw < tcpNoCopy {
+		for _, b := range rest {
+			c.out = append(c.out, b...)
+		}
+		c.flushing = true
+		c.wakeFlusher()
+		c.txMu.Unlock()
+		return nil
+	}
+	c.appWriting = true
+	c.txMu.Unlock()
+	_, err := rest.WriteTo(c.c)
+	c.txMu.Lock()
+	c.appWriting = false
+	if err != nil {
+		c.dead = true
+		c.cond.Broadcast()
+		c.txMu.Unlock()
+		c.c.Close()
+		return fmt.Errorf("%w: %v: %v", ErrUnreachable, c.peer.ID, err)
+	}
+	if len(c.out) > 0 {
+		c.flushing = true
+		c.wakeFlusher()
+	} else {
+		c.cond.Broadcast()
+	}
 	c.txMu.Unlock()
 	return nil
+}
+
+func (c *tcpConn) wakeFlusher() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // flusher writes queued frames, blocking only itself.
@@ -252,8 +300,13 @@ func (c *tcpConn) flusher() {
 		}
 		for {
 			c.txMu.Lock()
+			if c.appWriting {
+				c.txMu.Unlock() // it wakes us when done
+				break
+			}
 			if len(c.out) == 0 || c.dead {
 				c.flushing = false
+				c.cond.Broadcast()
 				c.txMu.Unlock()
 				break
 			}
@@ -268,6 +321,7 @@ func (c *tcpConn) flusher() {
 			if err != nil {
 				c.dead = true
 				c.flushing = false
+				c.cond.Broadcast()
 				c.txMu.Unlock()
 				c.c.Close()
 				break
@@ -281,7 +335,7 @@ func (c *tcpConn) flusher() {
 func (c *tcpConn) idle() bool {
 	c.txMu.Lock()
 	defer c.txMu.Unlock()
-	return !c.flushing || c.dead
+	return !(c.flushing || c.appWriting) || c.dead
 }
 
 func (n *Net) tcpIdle() bool {
@@ -303,6 +357,7 @@ func (n *Net) tcpIdle() bool {
 func (c *tcpConn) shut() {
 	c.txMu.Lock()
 	c.dead = true
+	c.cond.Broadcast()
 	c.txMu.Unlock()
 	c.c.Close()
 }
@@ -351,7 +406,9 @@ func (c *tcpConn) reader() {
 			return false
 		}
 		n.st.recv.Add(1)
+		n.inHandler.Store(true)
 		n.h(c.peer, h, p)
+		n.inHandler.Store(false)
 		return true
 	}
 	for {
