@@ -152,3 +152,85 @@ func TestSendAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestHandlerSerializedAndPoll: Handler calls never overlap, whether they
+// come from the progress goroutine or from Poll in other goroutines, and
+// every message is handled exactly once.
+func TestHandlerSerializedAndPoll(t *testing.T) {
+	var inside, overlaps, got atomic.Int64
+	b := open(t, PIDAny, func(Peer, []byte, []byte) {
+		if inside.Add(1) != 1 {
+			overlaps.Add(1)
+		}
+		got.Add(1)
+		inside.Add(-1)
+	})
+	a := open(t, PIDAny, func(Peer, []byte, []byte) {})
+	const k = 20000
+	var polled atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					polled.Add(int64(b.Poll()))
+				}
+			}
+		}()
+	}
+	for i := 0; i < k; i++ {
+		if err := a.Send(b.ID(), nil, make([]byte, i%64)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Send(a.ID(), nil, nil); err != nil { // self, polled by a's goroutine
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for got.Load() < k && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if got.Load() != k || overlaps.Load() != 0 {
+		t.Fatalf("handled %d of %d, %d overlapping calls", got.Load(), k, overlaps.Load())
+	}
+	t.Logf("%d of %d handled by Poll", polled.Load(), k)
+}
+
+// TestHandlersSendToEachOther: every message a Handler receives makes it send
+// a 300 KiB message back (more than the ring and pool hold in flight), on
+// both sides at once: Handler Sends queue instead of waiting, so nothing
+// deadlocks and every message arrives.
+func TestHandlersSendToEachOther(t *testing.T) {
+	const rounds = 300
+	var nets [2]*Net
+	var got [2]atomic.Int64
+	big := make([]byte, 300<<10)
+	for i := range nets {
+		nets[i] = open(t, PIDAny, func(src Peer, hdr, p []byte) {
+			if got[i].Add(1) <= rounds {
+				if err := nets[i].Send(src.ID, hdr, big); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for i := 0; i < 64; i++ {
+		nets[0].Send(nets[1].ID(), []byte{0}, big)
+		nets[1].Send(nets[0].ID(), []byte{1}, big)
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for (got[0].Load() < rounds+64 || got[1].Load() < rounds+64) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got[0].Load() < rounds+64 || got[1].Load() < rounds+64 {
+		t.Fatalf("got %d and %d messages, want at least %d each (stats %+v, %+v)", got[0].Load(), got[1].Load(), rounds+64, nets[0].Stats(), nets[1].Stats())
+	}
+}
