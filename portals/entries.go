@@ -7,11 +7,11 @@ import (
 // entry is a list entry (LE, Portals 4.3 §3.11) or match list entry (ME, §3.12). Guarded by
 // the physical NI's lock.
 type entry struct {
-	ni      *logicalNI
-	h       Handle
-	isME    bool
-	pt      PTIndex
-	list    List
+	ni   *logicalNI
+	h    Handle
+	isME bool
+	pt   PTIndex
+	list List
 	region
 	ct      *ctObj
 	uid     UID
@@ -210,6 +210,7 @@ func (ni *logicalNI) searchUH(pt *ptEntry, e *entry, op SearchOp, appending bool
 			continue
 		}
 		hits++
+		rlength := u.rlength
 		ev := Event{Start: u.start, UserPtr: e.userPtr, HdrData: u.hdrData, MatchBits: u.bits, RLength: u.rlength,
 			MLength: u.mlength, RemoteOffset: u.roff, UID: u.uid, Initiator: u.initiator, Type: overflowKind(u.op),
 			List: OverflowList, PTIndex: e.pt, NIFail: NIOK, AtomicOp: u.aop, AtomicType: u.dt}
@@ -235,7 +236,7 @@ func (ni *logicalNI) searchUH(pt *ptEntry, e *entry, op SearchOp, appending bool
 			ni.dropUH(pt, u)
 		}
 		if incUH {
-			e.localOff += u.rlength
+			e.localOff += rlength
 			if e.minFree > 0 && e.avail(e.localOff) < e.minFree {
 				ni.unlinkedBeforeLink(pt, e)
 				return true

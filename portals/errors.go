@@ -8,23 +8,23 @@ import "strconv"
 type Code uint8
 
 const (
-	codeOK          Code = iota // PTL_OK: never returned as an error
-	ErrAborted                  // PTL_ABORTED
-	ErrArgInvalid               // PTL_ARG_INVALID
-	ErrCTNoneReached            // PTL_CT_NONE_REACHED
-	ErrEQDropped                // PTL_EQ_DROPPED
-	ErrEQEmpty                  // PTL_EQ_EMPTY
-	ErrFail                     // PTL_FAIL
-	ErrIgnored                  // PTL_IGNORED
-	ErrInUse                    // PTL_IN_USE
-	ErrInterrupted              // PTL_INTERRUPTED (deprecated in 4.3; never returned)
-	ErrListTooLong              // PTL_LIST_TOO_LONG
-	ErrNoInit                   // PTL_NO_INIT
-	ErrNoSpace                  // PTL_NO_SPACE
-	ErrPIDInUse                 // PTL_PID_IN_USE
-	ErrPTEQNeeded               // PTL_PT_EQ_NEEDED
-	ErrPTFull                   // PTL_PT_FULL
-	ErrPTInUse                  // PTL_PT_IN_USE
+	codeOK           Code = iota // PTL_OK: never returned as an error
+	ErrAborted                   // PTL_ABORTED
+	ErrArgInvalid                // PTL_ARG_INVALID
+	ErrCTNoneReached             // PTL_CT_NONE_REACHED
+	ErrEQDropped                 // PTL_EQ_DROPPED
+	ErrEQEmpty                   // PTL_EQ_EMPTY
+	ErrFail                      // PTL_FAIL
+	ErrIgnored                   // PTL_IGNORED
+	ErrInUse                     // PTL_IN_USE
+	ErrInterrupted               // PTL_INTERRUPTED (deprecated in 4.3; never returned)
+	ErrListTooLong               // PTL_LIST_TOO_LONG
+	ErrNoInit                    // PTL_NO_INIT
+	ErrNoSpace                   // PTL_NO_SPACE
+	ErrPIDInUse                  // PTL_PID_IN_USE
+	ErrPTEQNeeded                // PTL_PT_EQ_NEEDED
+	ErrPTFull                    // PTL_PT_FULL
+	ErrPTInUse                   // PTL_PT_IN_USE
 	numCodes
 )
 
@@ -64,7 +64,7 @@ func errf(c Code, fn, msg string) error { return &Error{Code: c, Func: fn, Msg: 
 
 // Preallocated errors of the hot paths (no allocation per call).
 var (
-	errEQEmpty         error = ErrEQEmpty
-	errCTNoneReached   error = ErrCTNoneReached
-	errEQDropped       error = ErrEQDropped
+	errEQEmpty       error = ErrEQEmpty
+	errCTNoneReached error = ErrCTNoneReached
+	errEQDropped     error = ErrEQDropped
 )

@@ -32,12 +32,12 @@ func mkHandle(k handleKind, iface Interface, ni int, gen uint32, slot uint32) Ha
 	return Handle(uint64(k)<<60 | uint64(iface)<<56 | uint64(ni)<<54 | uint64(gen&(1<<genBits-1))<<32 | uint64(slot))
 }
 
-func (h Handle) kind() handleKind    { return handleKind(h >> 60) }
-func (h Handle) iface() Interface    { return Interface(h >> 56 & 15) }
-func (h Handle) niIndex() int        { return int(h >> 54 & 3) }
-func (h Handle) gen() uint32         { return uint32(h>>32) & (1<<genBits - 1) }
-func (h Handle) slot() uint32        { return uint32(h) }
-func (h Handle) valid() bool         { return h != InvalidHandle && h.kind() != kindNone && h.kind() <= kindCT }
+func (h Handle) kind() handleKind { return handleKind(h >> 60) }
+func (h Handle) iface() Interface { return Interface(h >> 56 & 15) }
+func (h Handle) niIndex() int     { return int(h >> 54 & 3) }
+func (h Handle) gen() uint32      { return uint32(h>>32) & (1<<genBits - 1) }
+func (h Handle) slot() uint32     { return uint32(h) }
+func (h Handle) valid() bool      { return h != InvalidHandle && h.kind() != kindNone && h.kind() <= kindCT }
 
 // HandleIsEqual implements PtlHandleIsEqual (Portals 4.3 §3.18.1): whether two handles name
 // the same object. It does not check that they are valid.

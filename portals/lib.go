@@ -118,15 +118,15 @@ type logicalNI struct {
 	matching bool
 	logical  bool
 
-	pts     []ptEntry
-	mds     table[mdObj]
-	ents    table[entry]
-	eqs     table[eqObj]
-	cts     table[ctObj]
-	sr      [numSR]atomic.Int64
-	nUH     int
-	uhFree  *uhdr
-	zombies []*entry
+	pts       []ptEntry
+	mds       table[mdObj]
+	ents      table[entry]
+	eqs       table[eqObj]
+	cts       table[ctObj]
+	sr        [numSR]atomic.Int64
+	nUH       int
+	uhFree    *uhdr
+	zombies   []*entry
 	atomicTmp []byte // iovec atomics (under p.mu)
 
 	mapping []ProcessID

@@ -333,6 +333,9 @@ func (ni *logicalNI) deliver(src ptlnet.Peer, h wireHdr, payload []byte, pt *ptE
 }
 
 func (r *region) gatherTo(off uint64, b []byte) {
+	if len(b) == 0 {
+		return
+	}
 	if r.iov == nil {
 		copy(b, r.buf[off:])
 		return
@@ -344,6 +347,9 @@ func (r *region) gatherTo(off uint64, b []byte) {
 // scattered back (all under the NI lock, so still atomic per item).
 func (ni *logicalNI) applyOn(e *entry, off uint64, h wireHdr, src, operand, old []byte) {
 	n := uint64(len(src))
+	if n == 0 {
+		return
+	}
 	if e.iov == nil {
 		applyAtomic(h.aop(), h.dt(), e.buf[off:off+n], src, operand, old)
 		return

@@ -30,6 +30,9 @@ func (r *region) slice(off, n uint64) []byte {
 
 // write copies data to the region from off; the caller has bounded off+len(data) by length.
 func (r *region) write(off uint64, data []byte) {
+	if len(data) == 0 {
+		return
+	}
 	if r.iov == nil {
 		copy(r.buf[off:], data)
 		return
@@ -50,6 +53,9 @@ func (r *region) write(off uint64, data []byte) {
 
 // read returns the n bytes at off: a sub-slice when contiguous, else gathered into *scratch.
 func (r *region) read(off, n uint64, scratch *[]byte) []byte {
+	if n == 0 {
+		return nil
+	}
 	if r.iov == nil {
 		return r.buf[off : off+n : off+n]
 	}

@@ -119,10 +119,10 @@ func (s SearchOp) String() string {
 type AckReq uint8
 
 const (
-	NoAckReq AckReq = iota // PTL_NO_ACK_REQ
-	AckReqFull             // PTL_ACK_REQ
-	CTAckReq               // PTL_CT_ACK_REQ
-	OCAckReq               // PTL_OC_ACK_REQ
+	NoAckReq   AckReq = iota // PTL_NO_ACK_REQ
+	AckReqFull               // PTL_ACK_REQ
+	CTAckReq                 // PTL_CT_ACK_REQ
+	OCAckReq                 // PTL_OC_ACK_REQ
 )
 
 func (a AckReq) String() string {
@@ -198,10 +198,10 @@ func (o NIOptions) String() string {
 type PTOptions uint32
 
 const (
-	PTOnlyUseOnce  PTOptions = 1 << iota // PTL_PT_ONLY_USE_ONCE
-	PTOnlyTruncate                       // PTL_PT_ONLY_TRUNCATE
-	PTFlowCtrl                           // PTL_PT_FLOWCTRL
-	PTAllocDisabled                      // PTL_PT_ALLOC_DISABLED
+	PTOnlyUseOnce   PTOptions = 1 << iota // PTL_PT_ONLY_USE_ONCE
+	PTOnlyTruncate                        // PTL_PT_ONLY_TRUNCATE
+	PTFlowCtrl                            // PTL_PT_FLOWCTRL
+	PTAllocDisabled                       // PTL_PT_ALLOC_DISABLED
 )
 
 func (o PTOptions) String() string {
@@ -236,25 +236,25 @@ func (o MDOptions) String() string { return bitString(uint64(o), mdOptionNames) 
 type EntryOptions uint32
 
 const (
-	OpPut                 EntryOptions = 1 << iota // PTL_LE_OP_PUT / PTL_ME_OP_PUT
-	OpGet                                          // PTL_LE_OP_GET / PTL_ME_OP_GET
-	UseOnce                                        // PTL_LE_USE_ONCE / PTL_ME_USE_ONCE
-	UnexpectedHdrDisable                           // PTL_LE/ME_UNEXPECTED_HDR_DISABLE
-	EntryIovec                                     // PTL_IOVEC
-	IsAccessible                                   // PTL_LE/ME_IS_ACCESSIBLE
-	EventLinkDisable                               // PTL_LE/ME_EVENT_LINK_DISABLE
-	EventCommDisable                               // PTL_LE/ME_EVENT_COMM_DISABLE
-	EventFlowCtrlDisable                           // PTL_LE/ME_EVENT_FLOWCTRL_DISABLE
-	EventSuccessDisable                            // PTL_LE/ME_EVENT_SUCCESS_DISABLE
-	EventOverDisable                               // PTL_LE/ME_EVENT_OVER_DISABLE
-	EventUnlinkDisable                             // PTL_LE/ME_EVENT_UNLINK_DISABLE
-	EventCTComm                                    // PTL_LE/ME_EVENT_CT_COMM
-	EventCTOverflow                                // PTL_LE/ME_EVENT_CT_OVERFLOW
-	EventCTBytes                                   // PTL_LE/ME_EVENT_CT_BYTES
-	ManageLocal                                    // PTL_ME_MANAGE_LOCAL
-	LocalIncUHRLength                              // PTL_ME_LOCAL_INC_UH_RLENGTH
-	NoTruncate                                     // PTL_ME_NO_TRUNCATE
-	MayAlign                                       // PTL_ME_MAY_ALIGN
+	OpPut                EntryOptions = 1 << iota // PTL_LE_OP_PUT / PTL_ME_OP_PUT
+	OpGet                                         // PTL_LE_OP_GET / PTL_ME_OP_GET
+	UseOnce                                       // PTL_LE_USE_ONCE / PTL_ME_USE_ONCE
+	UnexpectedHdrDisable                          // PTL_LE/ME_UNEXPECTED_HDR_DISABLE
+	EntryIovec                                    // PTL_IOVEC
+	IsAccessible                                  // PTL_LE/ME_IS_ACCESSIBLE
+	EventLinkDisable                              // PTL_LE/ME_EVENT_LINK_DISABLE
+	EventCommDisable                              // PTL_LE/ME_EVENT_COMM_DISABLE
+	EventFlowCtrlDisable                          // PTL_LE/ME_EVENT_FLOWCTRL_DISABLE
+	EventSuccessDisable                           // PTL_LE/ME_EVENT_SUCCESS_DISABLE
+	EventOverDisable                              // PTL_LE/ME_EVENT_OVER_DISABLE
+	EventUnlinkDisable                            // PTL_LE/ME_EVENT_UNLINK_DISABLE
+	EventCTComm                                   // PTL_LE/ME_EVENT_CT_COMM
+	EventCTOverflow                               // PTL_LE/ME_EVENT_CT_OVERFLOW
+	EventCTBytes                                  // PTL_LE/ME_EVENT_CT_BYTES
+	ManageLocal                                   // PTL_ME_MANAGE_LOCAL
+	LocalIncUHRLength                             // PTL_ME_LOCAL_INC_UH_RLENGTH
+	NoTruncate                                    // PTL_ME_NO_TRUNCATE
+	MayAlign                                      // PTL_ME_MAY_ALIGN
 	entryOptionsEnd
 )
 
