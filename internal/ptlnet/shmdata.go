@@ -17,6 +17,7 @@ func (c *shmConn) send(hdr, payload []byte) error {
 	n := c.n
 	c.txMu.Lock()
 	off, started := 0, false
+	var waitFrom time.Time
 	for spins := 0; ; spins++ {
 		if c.dead || (c.gone.Load() && !started) {
 			if started {
@@ -61,7 +62,10 @@ func (c *shmConn) send(hdr, payload []byte) error {
 		}
 		c.txBlocked.Store(1)
 		c.txMu.Unlock()
-		if spins < 64 {
+		if spins == 0 {
+			waitFrom = time.Now()
+		}
+		if spins%16 != 15 || time.Since(waitFrom) < spinFor {
 			runtime.Gosched()
 		} else {
 			n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
