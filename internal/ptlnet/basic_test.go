@@ -98,6 +98,17 @@ func TestPIDInUse(t *testing.T) {
 	if !errors.Is(err, ErrPIDInUse) {
 		t.Fatalf("Open of a held pid: %v, want ErrPIDInUse", err)
 	}
+	_, err = Open(Config{PID: PIDMax(), NoTCP: true}, func(Peer, []byte, []byte) {})
+	if !errors.Is(err, ErrBadPID) {
+		t.Fatalf("Open of pid PIDMax() = %d: %v, want ErrBadPID", PIDMax(), err)
+	}
+	top, err := Open(Config{PID: PIDMax() - 1, NoTCP: true}, func(Peer, []byte, []byte) {})
+	if err != nil && !errors.Is(err, ErrPIDInUse) {
+		t.Fatalf("Open of pid PIDMax()-1: %v", err)
+	}
+	if top != nil {
+		top.Close()
+	}
 }
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")

@@ -2,7 +2,7 @@
 // process's physical identity (Portals 4.3 §3.9 "Process Identification": nid, pid) and moves
 // opaque (hdr, payload) messages between authenticated processes, reliably, exactly once and in
 // order per (source, destination) pair, with a progress goroutine of its own so that delivery
-// needs no call from the application (Portals 4.3 §1.4 "application bypass").
+// needs no call from the application (Portals 4.3 §1.6 "application bypass").
 //
 // # Physical IDs and how they are found (no launcher needed)
 //
@@ -61,7 +61,7 @@ func (p PhysID) String() string {
 	return NIDAddr(p.NID).String() + ":" + strconv.FormatUint(uint64(p.PID), 10)
 }
 
-// PIDAny is PTL_PID_ANY (Portals 4.3 §3.6.1): let the transport choose a free pid.
+// PIDAny is PTL_PID_ANY (Portals 4.3 §3.6.2): let the transport choose a free pid.
 const PIDAny = ^uint32(0)
 
 // Peer is the authenticated sender of a message, as the transport established it (never taken
@@ -95,6 +95,8 @@ var (
 	ErrUnreachable = errors.New("ptlnet: destination unreachable")
 	// ErrClosed: the Net has been closed.
 	ErrClosed = errors.New("ptlnet: closed")
+	// ErrBadPID: a requested pid not below PIDMax() (PTL_PID_MAX; the engine's PTL_ARG_INVALID).
+	ErrBadPID = errors.New("ptlnet: pid out of range")
 	// ErrTooLarge: hdr longer than MaxHeader or payload longer than MaxPayload.
 	ErrTooLarge = errors.New("ptlnet: message too large")
 )
@@ -168,8 +170,9 @@ type Net struct {
 	}
 }
 
-// Open opens the physical NI: the transport half of PtlNIInit (Portals 4.3 §3.6.1), which
-// "PTL_PID_IN_USE Indicates that pid is already in use" for a pid held by a live process.
+// Open opens the physical NI: the transport half of PtlNIInit (Portals 4.3 §3.6.2), whose
+// "PTL_PID_IN_USE Indicates that pid is currently in use" is ErrPIDInUse here: a pid held by a
+// live process of this node. A pid must be below PIDMax() (PTL_PID_MAX), else ErrBadPID.
 func Open(cfg Config, h Handler) (*Net, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: Open: nil handler", errBadConfig)
@@ -180,13 +183,9 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	n.anyUID = envFlag(EnvAnyUID)
 	n.forceTCP = cfg.ForceTCP
 	n.insecure = envFlag(EnvTCPInsecure)
-	n.portBase = DefaultPortBase
-	if s := os.Getenv(EnvPortBase); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > 65535 {
-			return nil, fmt.Errorf("%w: %s=%q: want a port in [1, 65535]", errBadConfig, EnvPortBase, s)
-		}
-		n.portBase = v
+	var err error
+	if n.portBase, err = portBase(); err != nil {
+		return nil, err
 	}
 	switch {
 	case cfg.NID != 0:
@@ -215,7 +214,7 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	}
 	useTCP := !cfg.NoTCP && (n.secret != nil || n.insecure)
 	if cfg.PID != PIDAny && int64(cfg.PID) > n.maxPID() {
-		return nil, fmt.Errorf("%w: pid %d > %d (65535 - %s %d)", errBadConfig, cfg.PID, n.maxPID(), EnvPortBase, n.portBase)
+		return nil, fmt.Errorf("%w: pid %d, want < %d (65536 - %s %d)", ErrBadPID, cfg.PID, n.maxPID()+1, EnvPortBase, n.portBase)
 	}
 	if err := n.bindPID(cfg.PID, useTCP); err != nil {
 		return nil, err
@@ -236,6 +235,30 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	n.wg.Add(1)
 	go n.progressLoop()
 	return n, nil
+}
+
+// portBase reads PTL_PORT_BASE.
+func portBase() (int, error) {
+	s := os.Getenv(EnvPortBase)
+	if s == "" {
+		return DefaultPortBase, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > 65535 {
+		return 0, fmt.Errorf("%w: %s=%q: want a port in [1, 65535]", errBadConfig, EnvPortBase, s)
+	}
+	return v, nil
+}
+
+// PIDMax is PTL_PID_MAX (Portals 4.3 §3.6.2: a pid "must either be non-negative and less
+// than the value PTL_PID_MAX or be PTL_PID_ANY"): 65536 - PTL_PORT_BASE, so that every
+// pid has a TCP port (45536 by default).
+func PIDMax() uint32 {
+	b, err := portBase()
+	if err != nil {
+		b = DefaultPortBase
+	}
+	return uint32(65536 - b)
 }
 
 // maxPID is the largest pid whose TCP port fits.
@@ -305,16 +328,16 @@ func (n *Net) makeBell() error {
 	return nil
 }
 
-// ID returns the physical ID (PtlGetPhysId, Portals 4.3 §3.9.3).
+// ID returns the physical ID (the transport half of PtlGetPhysId, Portals 4.3 §3.9.3).
 func (n *Net) ID() PhysID { return n.id }
 
-// UID returns the process's user id (PtlGetUid, Portals 4.3 §3.9.5).
+// UID returns the process's user id (the transport half of PtlGetUid, Portals 4.3 §3.8.1).
 func (n *Net) UID() uint32 { return n.uid }
 
 // MaxHeader is the largest hdr Send accepts (at least 128 bytes).
 func (n *Net) MaxHeader() int { return MaxHeaderSize }
 
-// Stats returns the Net's counters (the transport's share of PtlNIStatus, Portals 4.3 §3.6.3).
+// Stats returns the Net's counters (the transport's share of PtlNIStatus, Portals 4.3 §3.6.4).
 func (n *Net) Stats() Stats {
 	return Stats{
 		Sent: n.st.sent.Load(), Received: n.st.recv.Load(), Queued: n.st.queued.Load(),
@@ -357,7 +380,7 @@ func (n *Net) Send(dst PhysID, hdr, payload []byte) error {
 }
 
 // Poll runs the Handler for messages already arrived, in the caller's goroutine (inline
-// progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.5); it
+// progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.6); it
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
 	if !n.rxMu.TryLock() {
@@ -522,7 +545,7 @@ func (n *Net) dial(dst PhysID) (conn, error) {
 	return n.dialTCP(dst)
 }
 
-// Close tears the NI down (the transport half of PtlNIFini, Portals 4.3 §3.6.2): queued sends
+// Close tears the NI down (the transport half of PtlNIFini, Portals 4.3 §3.6.3): queued sends
 // are given up to two seconds to drain, then every goroutine, socket, descriptor and mapping of
 // the Net goes. No Handler call starts after Close returns.
 func (n *Net) Close() error {
