@@ -235,3 +235,35 @@ func TestTCPRefused(t *testing.T) {
 		t.Error("the connection that sent a bad frame is still open")
 	}
 }
+
+// TestTCPPeerGone: after a TCP peer closes, Sends to it fail with
+// ErrUnreachable (its connection ended and nobody listens for it any more).
+func TestTCPPeerGone(t *testing.T) {
+	cfg := Config{PID: PIDAny, ForceTCP: true, Secret: testSecret}
+	c := newCollector()
+	a, err := Open(cfg, func(Peer, []byte, []byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(cfg, c.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(b.ID(), []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(t, 1)
+	b.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := a.Send(b.ID(), []byte("x"), make([]byte, 1000))
+		if errors.Is(err, ErrUnreachable) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Send to a closed TCP peer: %v, want ErrUnreachable within 30 s", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

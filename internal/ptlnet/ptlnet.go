@@ -227,10 +227,10 @@ func Open(cfg Config, h Handler) (*Net, error) {
 		return nil, err
 	}
 	n.wg.Add(1)
-	go n.acceptUnix()
+	go acceptLoop(n, n.ulis.AcceptUnix, n.serveUnix)
 	if n.tlis != nil {
 		n.wg.Add(1)
-		go n.acceptTCP()
+		go acceptLoop(n, n.tlis.AcceptTCP, n.serveTCP)
 	}
 	n.wg.Add(1)
 	go n.progressLoop()

@@ -263,20 +263,24 @@ func (n *Net) startShm(c *shmConn) conn {
 	return n.addConn(c.peer.ID, c, c)
 }
 
-// acceptUnix accepts same-node connections until the listener closes.
-func (n *Net) acceptUnix() {
+// acceptLoop accepts connections until the listener closes, serving each in
+// a goroutine of its own (the unix and the TCP listener).
+func acceptLoop[C any](n *Net, accept func() (C, error), serve func(C)) {
 	defer n.wg.Done()
 	for {
-		sock, err := n.ulis.AcceptUnix()
+		c, err := accept()
 		if err != nil {
 			if n.closed.Load() {
 				return
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // e.g. out of descriptors: try again
 			continue
 		}
 		n.wg.Add(1)
-		go n.serveUnix(sock)
+		go func() {
+			defer n.wg.Done()
+			serve(c)
+		}()
 	}
 }
 
@@ -284,7 +288,6 @@ func (n *Net) acceptUnix() {
 // peer's credentials, its hello, a check that the pid it claims is really
 // held by the same process (a probe of that pid's name), then our regions.
 func (n *Net) serveUnix(sock *net.UnixConn) {
-	defer n.wg.Done()
 	refuse := func(fds []int) {
 		for _, f := range fds {
 			unix.Close(f)

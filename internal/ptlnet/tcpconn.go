@@ -118,45 +118,25 @@ func (n *Net) dialTCP(dst PhysID) (conn, error) {
 	return n.startTCP(c, Peer{ID: h.id, UID: h.uid})
 }
 
-// acceptTCP accepts connections from other nodes until the listener closes.
-func (n *Net) acceptTCP() {
-	defer n.wg.Done()
-	for {
-		c, err := n.tlis.AcceptTCP()
-		if err != nil {
-			if n.closed.Load() {
-				return
-			}
-			time.Sleep(time.Millisecond)
-			continue
+// serveTCP runs the acceptor's side of a TCP connection: the handshake (when
+// there is a secret), then the hellos; the pid the peer proved must be the
+// one it states.
+func (n *Net) serveTCP(c *net.TCPConn) {
+	r := -1
+	if n.secret != nil {
+		var err error
+		if r, err = auth.Handshake(c, n.authParams(), false, -1); err != nil {
+			n.st.refused.Add(1) // Handshake closed c
+			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			if n.secret != nil {
-				r, err := auth.Handshake(c, n.authParams(), false, -1)
-				if err != nil {
-					n.st.refused.Add(1)
-					return
-				}
-				h, err := n.tcpHello(c, false)
-				if err != nil || h.id.PID != uint32(r) {
-					n.st.refused.Add(1)
-					c.Close()
-					return
-				}
-				n.startTCP(c, Peer{ID: h.id, UID: h.uid})
-				return
-			}
-			h, err := n.tcpHello(c, false)
-			if err != nil {
-				n.st.refused.Add(1)
-				c.Close()
-				return
-			}
-			n.startTCP(c, Peer{ID: h.id, UID: h.uid})
-		}()
 	}
+	h, err := n.tcpHello(c, false)
+	if err != nil || (r >= 0 && h.id.PID != uint32(r)) {
+		n.st.refused.Add(1)
+		c.Close()
+		return
+	}
+	n.startTCP(c, Peer{ID: h.id, UID: h.uid})
 }
 
 // startTCP registers an authenticated connection and starts its goroutines.
