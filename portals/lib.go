@@ -245,6 +245,9 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 			if errors.Is(err, ptlnet.ErrPIDInUse) {
 				return 0, Limits{}, errf(ErrPIDInUse, fn, err.Error())
 			}
+			if errors.Is(err, ptlnet.ErrBadPID) {
+				return 0, Limits{}, errf(ErrArgInvalid, fn, err.Error())
+			}
 			return 0, Limits{}, errf(ErrNoSpace, fn, "opening the physical NI: "+err.Error())
 		}
 		p.net, p.self, p.uid = n, n.ID(), UID(n.UID())
