@@ -175,10 +175,10 @@ func initiate(a *opArgs) error {
 				copy(payload[a.length:], a.operand)
 			}
 		}
-		pm.pending++
+		pm.sends.Add(1)
 	}
 	if hasGet {
-		gm.pending++
+		gm.gets++
 	}
 	var sendErr error
 	if dst == p.self {
@@ -189,8 +189,18 @@ func initiate(a *opArgs) error {
 		}
 		p.recvLocked(ptlnet.Peer{ID: p.self, UID: uint32(p.uid)}, h, payload)
 	} else {
+		// A put whose SEND posts no event and no count ends without the lock.
+		quiet := gm == nil && pm.eq == nil && pm.opts&MDEventCTSend == 0
 		p.mu.Unlock()
 		sendErr = p.net.Send(dst, h, payload)
+		if quiet && sendErr == nil {
+			pm.sends.Add(-1)
+			hdrPool.Put(hb)
+			if staged != nil {
+				bufPool.Put(staged)
+			}
+			return nil
+		}
 		p.mu.Lock()
 		if pm != nil {
 			pm.sendDone(a, sendErr)
@@ -274,7 +284,7 @@ func (ni *logicalNI) checkOp(a *opArgs, pm, gm *mdObj) string {
 // sendDone posts PTL_EVENT_SEND and its count (§3.13.1: the buffer may be reused), ending
 // the put half of the operation. With p.mu held.
 func (m *mdObj) sendDone(a *opArgs, err error) {
-	m.pending--
+	m.sends.Add(-1)
 	fail := NIOK
 	if err != nil {
 		fail = NIUndeliverable
@@ -299,8 +309,8 @@ func (m *mdObj) countSuccess(fail NIFail, mlength uint64) {
 
 // replyDone posts PTL_EVENT_REPLY (§3.13.1) and ends the get half of the operation.
 func (m *mdObj) replyDone(userPtr, off, mlength uint64, list List, fail NIFail) {
-	if m.pending > 0 {
-		m.pending--
+	if m.gets > 0 {
+		m.gets--
 	}
 	if m.eq != nil && !(fail == NIOK && m.opts&MDEventSuccessDisable != 0) {
 		m.eq.post(&Event{Type: EventReply, UserPtr: userPtr, MLength: mlength, RemoteOffset: off, List: list, NIFail: fail})

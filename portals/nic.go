@@ -85,7 +85,7 @@ func (ni *logicalNI) mdFor(h MDHandle) *mdObj {
 // and posts PTL_EVENT_REPLY.
 func (ni *logicalNI) recvReply(h wireHdr, payload []byte) {
 	m := ni.mdFor(h.md())
-	if m == nil || m.pending == 0 {
+	if m == nil || m.gets == 0 {
 		ni.sr[SRDropCount].Add(1)
 		return
 	}

@@ -3,6 +3,7 @@ package portals
 import (
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -134,7 +135,11 @@ type mdObj struct {
 	opts    MDOptions
 	eq      *eqObj
 	ct      *ctObj
-	pending int // operations whose SEND or REPLY is not yet delivered (§3.10.4)
+	// Operations whose PTL_EVENT_SEND (sends) or PTL_EVENT_REPLY (gets) is not yet
+	// delivered (§3.10.4). sends is an atomic so that a put whose SEND posts nothing ends
+	// without taking the NI lock again.
+	sends atomic.Int32
+	gets  int
 }
 
 // MDBind implements PtlMDBind (Portals 4.3 §3.10.3). The descriptor is copied; with
@@ -212,8 +217,8 @@ func (h MDHandle) Release() error {
 		return err
 	}
 	defer p.mu.Unlock()
-	if m.pending > 0 {
-		return errf(ErrInUse, fn, strconv.Itoa(m.pending)+" operations on the MD are pending")
+	if n := int(m.sends.Load()) + m.gets; n > 0 {
+		return errf(ErrInUse, fn, strconv.Itoa(n)+" operations on the MD are pending")
 	}
 	if m.eq != nil {
 		m.eq.attached--
@@ -578,7 +583,16 @@ func (h CTHandle) Inc(v CTEvent) error {
 // Wait implements PtlCTWait (Portals 4.3 §3.14.6): it blocks until success ≥ test or
 // failure ≠ 0.
 func (h CTHandle) Wait(test uint64) (CTEvent, error) {
-	v, _, err := CTPoll([]CTHandle{h}, []uint64{test}, TimeForever)
+	c, p, err := lockCT(h, "PtlCTWait")
+	if err != nil {
+		return CTEvent{}, err
+	}
+	v := CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+	p.mu.Unlock()
+	if v.Success >= test || v.Failure != 0 {
+		return v, nil
+	}
+	v, _, err = CTPoll([]CTHandle{h}, []uint64{test}, TimeForever)
 	return v, err
 }
 

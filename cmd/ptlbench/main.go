@@ -371,4 +371,3 @@ func (r *report) print() {
 	}
 	fmt.Println("\nreference (Sandia's C implementation, this kind of machine): 0.68 M msg/s; 3-8 ms round trip")
 }
-
