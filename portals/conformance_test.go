@@ -694,3 +694,37 @@ func TestEQPollThreads(t *testing.T) {
 		}
 	}
 }
+
+// A request reaching a logical NI before its PtlSetMap is held and processed when the map
+// is set (a peer may learn the map first).
+func TestEarlyBeforeMap(t *testing.T) {
+	ok(t, Init())
+	defer Fini()
+	var nis [2]NIHandle
+	var ids []ProcessID
+	for i := range nis {
+		h, _, err := NIInit(Interface(i), NIMatching|NILogical, PIDAny, nil)
+		ok(t, err)
+		defer h.Fini()
+		nis[i] = h
+		ids = append(ids, must(h.PhysID()))
+	}
+	q := must(nis[1].EQAlloc(8))
+	pt := must(nis[1].PTAlloc(0, q, PTAny))
+	buf := make([]byte, 8)
+	must(nis[1].MEAppend(pt, &ME{Buf: buf, UID: UIDAny, Options: OpPut | EventLinkDisable, MatchID: RankID(0)}, PriorityList, 0))
+	ok(t, nis[0].SetMap(ids))
+	qI := must(nis[0].EQAlloc(8))
+	md := must(nis[0].MDBind(MD{Buf: []byte("12345678"), EQ: qI, Options: MDEventSendDisable}))
+	ok(t, Put(md, 0, 8, AckReqFull, RankID(1), pt, 0, 0, 0, 0))
+	if _, _, err := EQPoll([]EQHandle{qI}, 50*time.Millisecond); !errors.Is(err, ErrEQEmpty) {
+		t.Fatal("acked before the target had a map")
+	}
+	ok(t, nis[1].SetMap(ids))
+	if a := expectKind(t, qI, EventAck); a.NIFail != NIOK {
+		t.Fatalf("%+v", a)
+	}
+	if ev := expectKind(t, q, EventPut); ev.Initiator.Rank != 0 || string(buf) != "12345678" {
+		t.Fatalf("%+v %q", ev, buf)
+	}
+}

@@ -118,16 +118,18 @@ type logicalNI struct {
 	matching bool
 	logical  bool
 
-	pts       []ptEntry
-	mds       table[mdObj]
-	ents      table[entry]
-	eqs       table[eqObj]
-	cts       table[ctObj]
-	sr        [numSR]atomic.Int64
-	nUH       int
-	uhFree    *uhdr
-	zombies   []*entry
-	atomicTmp []byte // iovec atomics (under p.mu)
+	pts        []ptEntry
+	mds        table[mdObj]
+	ents       table[entry]
+	eqs        table[eqObj]
+	cts        table[ctObj]
+	sr         [numSR]atomic.Int64
+	nUH        int
+	uhFree     *uhdr
+	zombies    []*entry
+	early      []earlyMsg // requests that arrived before the map (logical NIs)
+	earlyBytes int
+	atomicTmp  []byte // iovec atomics (under p.mu)
 
 	mapping []ProcessID
 	rankOf  map[ptlnet.PhysID]Rank
@@ -450,6 +452,7 @@ func (ni *logicalNI) setMapLocked(mapping []ProcessID) {
 			ni.myRank = Rank(i)
 		}
 	}
+	ni.replayEarly()
 }
 
 // GetMap implements PtlGetMap (Portals 4.3 §3.6.7): it copies min(len(mapping), map size)

@@ -161,6 +161,10 @@ func (ni *logicalNI) recvRequest(src ptlnet.Peer, h wireHdr, payload []byte) {
 	op := h.op()
 	var init ProcessID
 	if ni.logical {
+		if ni.mapping == nil {
+			ni.holdEarly(src, h, payload)
+			return
+		}
 		r, ok := ni.rankOf[src.ID]
 		if !ok {
 			ni.sr[SRDropCount].Add(1) // not in this NI's map: no rank to report
@@ -358,4 +362,36 @@ func (ni *logicalNI) applyOn(e *entry, off uint64, h wireHdr, src, operand, old 
 	e.gather(off, t)
 	applyAtomic(h.aop(), h.dt(), t, src, operand, old)
 	e.write(off, t)
+}
+
+// Requests that reach a logical NI before its PtlSetMap are held (copied) and processed when
+// the map arrives: peers that learned the map first may send before this process installed
+// it. At most maxEarly messages or maxEarlyBytes are held; beyond that they are dropped and
+// counted.
+const (
+	maxEarly      = 4096
+	maxEarlyBytes = 64 << 20
+)
+
+type earlyMsg struct {
+	src          ptlnet.Peer
+	hdr, payload []byte
+}
+
+func (ni *logicalNI) holdEarly(src ptlnet.Peer, h wireHdr, payload []byte) {
+	if len(ni.early) >= maxEarly || ni.earlyBytes+len(payload) > maxEarlyBytes {
+		ni.sr[SRDropCount].Add(1)
+		return
+	}
+	ni.earlyBytes += len(payload)
+	ni.early = append(ni.early, earlyMsg{src, append([]byte(nil), h...), append([]byte(nil), payload...)})
+}
+
+// replayEarly processes the held requests once the map is set; with p.mu held.
+func (ni *logicalNI) replayEarly() {
+	msgs := ni.early
+	ni.early, ni.earlyBytes = nil, 0
+	for _, m := range msgs {
+		ni.recvRequest(m.src, wireHdr(m.hdr), m.payload)
+	}
 }

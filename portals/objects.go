@@ -130,11 +130,11 @@ func (h NIHandle) ptSet(idx PTIndex, on bool, fn string) error {
 
 type mdObj struct {
 	region
-	ni      *logicalNI
-	h       MDHandle
-	opts    MDOptions
-	eq      *eqObj
-	ct      *ctObj
+	ni   *logicalNI
+	h    MDHandle
+	opts MDOptions
+	eq   *eqObj
+	ct   *ctObj
 	// Operations whose PTL_EVENT_SEND (sends) or PTL_EVENT_REPLY (gets) is not yet
 	// delivered (§3.10.4). sends is an atomic so that a put whose SEND posts nothing ends
 	// without taking the NI lock again.
