@@ -251,6 +251,7 @@ func TestAtomicsAll(t *testing.T) {
 					tb, sb, ob, want := atomicCase(op, dt, vals, items)
 					copy(tbuf[8:], tb) // the target items are at remote offset 8
 					copy(src, sb)
+					ok(t, AtomicSync())
 					clear(res)
 					var err error
 					switch {
@@ -266,15 +267,18 @@ func TestAtomicsAll(t *testing.T) {
 					if !bytes.Equal(res[:length], tb) {
 						t.Fatalf("%v %v: fetched %x want the old %x", op, dt, res[:length], tb)
 					}
+					ok(t, AtomicSync()) // §3.15.8: the host sees the target's atomics after it
 					if !bytes.Equal(tbuf[8:8+length], want) {
 						t.Fatalf("%v %v vals %v: target %x want %x", op, dt, vals, tbuf[8:8+length], want)
 					}
 					// non-fetching PtlAtomic of the same (for the arithmetic ops)
 					if !isSwapOp(op) {
 						copy(tbuf[8:], tb)
+						ok(t, AtomicSync()) // orders this host write before the NIC's (in-process -race)
 						ok(t, Atomic(smd, 0, length, AckReqFull, e.ids[tgt], pt, 0, 8, 0, 0, op, dt))
 						expectKind(t, qI, EventAck)
-						if !bytes.Equal(tbuf[8:8+length], want) {
+						ok(t, AtomicSync()) // §3.15.8: the host sees the target's atomics after it
+					if !bytes.Equal(tbuf[8:8+length], want) {
 							t.Fatalf("PtlAtomic %v %v: %x want %x", op, dt, tbuf[8:8+length], want)
 						}
 					} else {
