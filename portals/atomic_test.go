@@ -278,7 +278,7 @@ func TestAtomicsAll(t *testing.T) {
 						ok(t, Atomic(smd, 0, length, AckReqFull, e.ids[tgt], pt, 0, 8, 0, 0, op, dt))
 						expectKind(t, qI, EventAck)
 						ok(t, AtomicSync()) // §3.15.8: the host sees the target's atomics after it
-					if !bytes.Equal(tbuf[8:8+length], want) {
+						if !bytes.Equal(tbuf[8:8+length], want) {
 							t.Fatalf("PtlAtomic %v %v: %x want %x", op, dt, tbuf[8:8+length], want)
 						}
 					} else {

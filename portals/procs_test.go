@@ -3,9 +3,12 @@ package portals
 import (
 	"encoding/binary"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gexgo/gexgo/gex"
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/launch"
 	"github.com/gexgo/gexgo/internal/netns"
@@ -191,4 +194,71 @@ func procSuite(t *testing.T) {
 		ok(t, b.Barrier())
 		ok(t, ni.Fini())
 	}
+}
+
+// TestWithGex: gex and portals in the same processes. gex's Client owns the bootstrap, so the
+// physical IDs travel in gex AMs into JobMapExchange; then Portals puts with acks run while
+// gex barriers keep the ranks together.
+func TestWithGex(t *testing.T) {
+	spmdtest.Run(t, 2, func(t *testing.T) {
+		c, ep, tm, err := gex.ClientInit("PORTALSGEX", 0)
+		ok(t, err)
+		me, n := int(tm.QueryRank()), int(tm.QuerySize())
+		var mu sync.Mutex
+		got := make([][]byte, n)
+		var arrived atomic.Int32
+		ok(t, ep.RegisterHandlers([]gex.AMEntry{{Index: 210, Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 1, Name: "id",
+			Fn: func(_ *gex.Token, p []byte, a []gex.AMArg) {
+				mu.Lock()
+				got[a[0]] = append([]byte(nil), p...)
+				mu.Unlock()
+				arrived.Add(1)
+			}}}))
+		allGather := func(mine []byte) ([][]byte, error) {
+			for r := 0; r < n; r++ {
+				if err := tm.RequestMedium(gex.Rank(r), 210, mine, gex.EventNow, 0, gex.AMArg(me)); err != nil {
+					return nil, err
+				}
+			}
+			if err := c.BlockUntil(func() bool { return arrived.Load() == int32(n) }); err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return got, nil
+		}
+		ok(t, Init())
+		defer Fini()
+		ni, _, err := NIInit(0, NINoMatching|NILogical, PIDAny, nil)
+		ok(t, err)
+		q := must(ni.EQAlloc(16))
+		pt := must(ni.PTAlloc(0, q, PTAny))
+		inbox := make([]byte, 8)
+		must(ni.LEAppend(pt, &LE{Buf: inbox, UID: UIDAny, Options: OpPut | EventLinkDisable}, PriorityList, 0))
+		m, err := JobMapExchange(ni, allGather)
+		ok(t, err)
+		ok(t, ni.SetMap(m))
+		md := must(ni.MDBind(MD{Buf: []byte{byte(me), 1, 2, 3, 4, 5, 6, 7}, EQ: q, Options: MDEventSendDisable}))
+		ok(t, Put(md, 0, 8, AckReqFull, RankID(Rank((me+1)%n)), pt, 0, 0, 0, 0))
+		for i := 0; i < 2; i++ {
+			ev := nextEvent(t, q)
+			switch ev.Type {
+			case EventAck:
+				if ev.NIFail != NIOK {
+					t.Fatalf("%+v", ev)
+				}
+			case EventPut:
+				if int(inbox[0]) != (me+n-1)%n {
+					t.Fatalf("inbox %v", inbox)
+				}
+			default:
+				t.Fatalf("%+v", ev)
+			}
+		}
+		ev, err := tm.BarrierNB(0)
+		ok(t, err)
+		ok(t, ev.Wait())
+		ok(t, ni.Fini())
+		ok(t, c.Close())
+	})
 }
