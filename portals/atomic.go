@@ -3,7 +3,6 @@ package portals
 import (
 	"encoding/binary"
 	"math"
-	"strconv"
 	"sync/atomic"
 )
 
@@ -39,12 +38,7 @@ var atomicOpNames = [...]string{"PTL_MIN", "PTL_MAX", "PTL_SUM", "PTL_PROD", "PT
 	"PTL_BAND", "PTL_LXOR", "PTL_BXOR", "PTL_SWAP", "PTL_CSWAP", "PTL_CSWAP_NE", "PTL_CSWAP_LE", "PTL_CSWAP_LT",
 	"PTL_CSWAP_GE", "PTL_CSWAP_GT", "PTL_MSWAP", "PTL_DIFF"}
 
-func (o AtomicOp) String() string {
-	if int(o) < len(atomicOpNames) {
-		return atomicOpNames[o]
-	}
-	return "ptl_op_t(" + strconv.Itoa(int(o)) + ")"
-}
+func (o AtomicOp) String() string { return enumString(int(o), atomicOpNames[:], "ptl_op_t") }
 
 // Datatype is ptl_datatype_t (Portals 4.3 §3.15.4).
 type Datatype uint8
@@ -71,12 +65,7 @@ var datatypeNames = [...]string{"PTL_INT8_T", "PTL_UINT8_T", "PTL_INT16_T", "PTL
 	"PTL_UINT32_T", "PTL_INT64_T", "PTL_UINT64_T", "PTL_FLOAT", "PTL_FLOAT_COMPLEX", "PTL_DOUBLE",
 	"PTL_DOUBLE_COMPLEX", "PTL_LONG_DOUBLE", "PTL_LONG_DOUBLE_COMPLEX"}
 
-func (d Datatype) String() string {
-	if int(d) < len(datatypeNames) {
-		return datatypeNames[d]
-	}
-	return "ptl_datatype_t(" + strconv.Itoa(int(d)) + ")"
-}
+func (d Datatype) String() string { return enumString(int(d), datatypeNames[:], "ptl_datatype_t") }
 
 var datatypeSizes = [...]int{1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16, 16, 32}
 

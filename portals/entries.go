@@ -30,36 +30,50 @@ type entry struct {
 	zombie     bool // unlinked; handle kept until the next append (Implementation Note 10)
 }
 
-type elist struct {
-	head, tail *entry
+// dlist is a doubly linked list threaded through its elements' prev and next fields.
+type dlist[T any, P interface {
+	*T
+	links() (prev, next **T)
+}] struct {
+	head, tail *T
 	n          int
 }
 
-func (l *elist) push(e *entry) {
-	e.prev, e.next = l.tail, nil
+func (l *dlist[T, P]) push(x *T) {
+	prev, next := P(x).links()
+	*prev, *next = l.tail, nil
 	if l.tail != nil {
-		l.tail.next = e
+		_, tn := P(l.tail).links()
+		*tn = x
 	} else {
-		l.head = e
+		l.head = x
 	}
-	l.tail = e
+	l.tail = x
 	l.n++
 }
 
-func (l *elist) remove(e *entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
+func (l *dlist[T, P]) remove(x *T) {
+	prev, next := P(x).links()
+	if *prev != nil {
+		_, pn := P(*prev).links()
+		*pn = *next
 	} else {
-		l.head = e.next
+		l.head = *next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if *next != nil {
+		np, _ := P(*next).links()
+		*np = *prev
 	} else {
-		l.tail = e.prev
+		l.tail = *prev
 	}
-	e.prev, e.next = nil, nil
+	*prev, *next = nil, nil
 	l.n--
 }
+
+// elist is a priority or overflow list.
+type elist = dlist[entry, *entry]
+
+func (e *entry) links() (prev, next **entry) { return &e.prev, &e.next }
 
 // uhdr is an unexpected header (Portals 4.3 §2.5, §3.11.2): a message that was delivered into
 // an overflow list entry, remembered until a priority append or a search delete matches it.
@@ -79,36 +93,10 @@ type uhdr struct {
 	prev, next *uhdr
 }
 
-type uhList struct {
-	head, tail *uhdr
-	n          int
-}
+// uhList is a portal table entry's unexpected list, in arrival order.
+type uhList = dlist[uhdr, *uhdr]
 
-func (l *uhList) push(u *uhdr) {
-	u.prev, u.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = u
-	} else {
-		l.head = u
-	}
-	l.tail = u
-	l.n++
-}
-
-func (l *uhList) remove(u *uhdr) {
-	if u.prev != nil {
-		u.prev.next = u.next
-	} else {
-		l.head = u.next
-	}
-	if u.next != nil {
-		u.next.prev = u.prev
-	} else {
-		l.tail = u.prev
-	}
-	u.prev, u.next = nil, nil
-	l.n--
-}
+func (u *uhdr) links() (prev, next **uhdr) { return &u.prev, &u.next }
 
 // avail is what the entry can take at offset off (§2.5.1: an offset beyond the end leaves 0).
 func (e *entry) avail(off uint64) uint64 {

@@ -1,7 +1,5 @@
 package portals
 
-import "strconv"
-
 // Code is a Portals return code (Portals 4.3 §3.4, Table 3-7). Every error this package
 // returns wraps one: test with errors.Is(err, portals.ErrArgInvalid). String gives the
 // spec's spelling.
@@ -32,12 +30,7 @@ var codeNames = [...]string{"PTL_OK", "PTL_ABORTED", "PTL_ARG_INVALID", "PTL_CT_
 	"PTL_EQ_EMPTY", "PTL_FAIL", "PTL_IGNORED", "PTL_IN_USE", "PTL_INTERRUPTED", "PTL_LIST_TOO_LONG",
 	"PTL_NO_INIT", "PTL_NO_SPACE", "PTL_PID_IN_USE", "PTL_PT_EQ_NEEDED", "PTL_PT_FULL", "PTL_PT_IN_USE"}
 
-func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return "ptl_code(" + strconv.Itoa(int(c)) + ")"
-}
+func (c Code) String() string { return enumString(int(c), codeNames[:], "ptl_code") }
 
 // Error makes a Code an error by itself (errors.Is(err, ErrArgInvalid) compares codes).
 func (c Code) Error() string { return "portals: " + c.String() }

@@ -312,32 +312,41 @@ func (h NIHandle) EQAlloc(count uint64) (EQHandle, error) {
 	return q.h, nil
 }
 
-func (ni *logicalNI) optEQ(h EQHandle, fn, arg string) (*eqObj, error) {
-	if h == EQNone {
+// optional looks up an optional EQ or CT handle of this NI (0 means none).
+func optional[T any](ni *logicalNI, h Handle, k handleKind, tbl *table[T], fn, arg, what string) (*T, error) {
+	if h == 0 {
 		return nil, nil
 	}
-	hh := Handle(h)
-	if hh.kind() != kindEQ || hh.iface() != ni.p.iface || hh.niIndex() != ni.idx {
-		return nil, errf(ErrArgInvalid, fn, arg+" is not an EQ of this NI")
+	if h.kind() != k || h.iface() != ni.p.iface || h.niIndex() != ni.idx {
+		return nil, errf(ErrArgInvalid, fn, arg+" is not one of this NI's "+what+"s")
 	}
-	q := ni.eqs.get(hh.slot(), hh.gen())
-	if q == nil {
-		return nil, errf(ErrArgInvalid, fn, arg+" names a freed EQ")
+	o := tbl.get(h.slot(), h.gen())
+	if o == nil {
+		return nil, errf(ErrArgInvalid, fn, arg+" names a freed "+what)
 	}
-	return q, nil
+	return o, nil
 }
 
-func lockEQ(h EQHandle, fn string) (*eqObj, *physNI, error) {
-	ni, p, err := lockObj(Handle(h), kindEQ, fn, "eq_handle")
+// lockLive checks a handle of kind k and returns its object with p.mu held.
+func lockLive[T any](h Handle, k handleKind, tbl func(*logicalNI) *table[T], fn, arg, what string) (*T, *physNI, error) {
+	ni, p, err := lockObj(h, k, fn, arg)
 	if err != nil {
 		return nil, nil, err
 	}
-	q := ni.eqs.get(Handle(h).slot(), Handle(h).gen())
-	if q == nil {
+	o := tbl(ni).get(h.slot(), h.gen())
+	if o == nil {
 		p.mu.Unlock()
-		return nil, nil, errf(ErrArgInvalid, fn, "eq_handle names a freed EQ")
+		return nil, nil, errf(ErrArgInvalid, fn, arg+" names a "+what)
 	}
-	return q, p, nil
+	return o, p, nil
+}
+
+func (ni *logicalNI) optEQ(h EQHandle, fn, arg string) (*eqObj, error) {
+	return optional(ni, Handle(h), kindEQ, &ni.eqs, fn, arg, "EQ")
+}
+
+func lockEQ(h EQHandle, fn string) (*eqObj, *physNI, error) {
+	return lockLive(Handle(h), kindEQ, func(ni *logicalNI) *table[eqObj] { return &ni.eqs }, fn, "eq_handle", "freed EQ")
 }
 
 // Free implements PtlEQFree (Portals 4.3 §3.13.6). MDs and portal table entries using the
@@ -471,31 +480,11 @@ func (c *ctObj) add(s, f uint64) {
 }
 
 func (ni *logicalNI) optCT(h CTHandle, fn, arg string) (*ctObj, error) {
-	if h == CTNone {
-		return nil, nil
-	}
-	hh := Handle(h)
-	if hh.kind() != kindCT || hh.iface() != ni.p.iface || hh.niIndex() != ni.idx {
-		return nil, errf(ErrArgInvalid, fn, arg+" is not a CT of this NI")
-	}
-	c := ni.cts.get(hh.slot(), hh.gen())
-	if c == nil {
-		return nil, errf(ErrArgInvalid, fn, arg+" names a freed CT")
-	}
-	return c, nil
+	return optional(ni, Handle(h), kindCT, &ni.cts, fn, arg, "CT")
 }
 
 func lockCT(h CTHandle, fn string) (*ctObj, *physNI, error) {
-	ni, p, err := lockObj(Handle(h), kindCT, fn, "ct_handle")
-	if err != nil {
-		return nil, nil, err
-	}
-	c := ni.cts.get(Handle(h).slot(), Handle(h).gen())
-	if c == nil {
-		p.mu.Unlock()
-		return nil, nil, errf(ErrArgInvalid, fn, "ct_handle names a freed CT")
-	}
-	return c, p, nil
+	return lockLive(Handle(h), kindCT, func(ni *logicalNI) *table[ctObj] { return &ni.cts }, fn, "ct_handle", "freed CT")
 }
 
 // CTAlloc implements PtlCTAlloc (Portals 4.3 §3.14.2): a counter at {0, 0}.

@@ -88,13 +88,15 @@ const (
 )
 
 func (l List) String() string {
-	switch l {
-	case PriorityList:
-		return "PTL_PRIORITY_LIST"
-	case OverflowList:
-		return "PTL_OVERFLOW_LIST"
+	return enumString(int(l), []string{"PTL_PRIORITY_LIST", "PTL_OVERFLOW_LIST"}, "ptl_list_t")
+}
+
+// enumString is the spec's spelling of an enumeration value, or type(value) when it has none.
+func enumString(v int, names []string, typ string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
 	}
-	return "ptl_list_t(" + strconv.Itoa(int(l)) + ")"
+	return typ + "(" + strconv.Itoa(v) + ")"
 }
 
 // SearchOp is ptl_search_op_t (Portals 4.3 §3.11.4).
@@ -106,13 +108,7 @@ const (
 )
 
 func (s SearchOp) String() string {
-	switch s {
-	case SearchOnly:
-		return "PTL_SEARCH_ONLY"
-	case SearchDelete:
-		return "PTL_SEARCH_DELETE"
-	}
-	return "ptl_search_op_t(" + strconv.Itoa(int(s)) + ")"
+	return enumString(int(s), []string{"PTL_SEARCH_ONLY", "PTL_SEARCH_DELETE"}, "ptl_search_op_t")
 }
 
 // AckReq is ptl_ack_req_t (Portals 4.3 §3.15.1).
@@ -126,17 +122,7 @@ const (
 )
 
 func (a AckReq) String() string {
-	switch a {
-	case NoAckReq:
-		return "PTL_NO_ACK_REQ"
-	case AckReqFull:
-		return "PTL_ACK_REQ"
-	case CTAckReq:
-		return "PTL_CT_ACK_REQ"
-	case OCAckReq:
-		return "PTL_OC_ACK_REQ"
-	}
-	return "ptl_ack_req_t(" + strconv.Itoa(int(a)) + ")"
+	return enumString(int(a), []string{"PTL_NO_ACK_REQ", "PTL_ACK_REQ", "PTL_CT_ACK_REQ", "PTL_OC_ACK_REQ"}, "ptl_ack_req_t")
 }
 
 // SRIndex is ptl_sr_index_t, a status register (Portals 4.3 §3.3.7).
@@ -154,17 +140,8 @@ const (
 )
 
 func (s SRIndex) String() string {
-	switch s {
-	case SRDropCount:
-		return "PTL_SR_DROP_COUNT"
-	case SRPermissionViolations:
-		return "PTL_SR_PERMISSION_VIOLATIONS"
-	case SROperationViolations:
-		return "PTL_SR_OPERATION_VIOLATIONS"
-	case SRMalformed:
-		return "PTL_SR_MALFORMED"
-	}
-	return "ptl_sr_index_t(" + strconv.Itoa(int(s)) + ")"
+	return enumString(int(s), []string{"PTL_SR_DROP_COUNT", "PTL_SR_PERMISSION_VIOLATIONS", "PTL_SR_OPERATION_VIOLATIONS",
+		"PTL_SR_MALFORMED"}, "ptl_sr_index_t")
 }
 
 // Features is the features bit set of ptl_ni_limits_t (Portals 4.3 §3.6.1).
@@ -353,12 +330,7 @@ var eventKindNames = [...]string{"PTL_EVENT_GET", "PTL_EVENT_GET_OVERFLOW", "PTL
 	"PTL_EVENT_REPLY", "PTL_EVENT_SEND", "PTL_EVENT_ACK", "PTL_EVENT_PT_DISABLED", "PTL_EVENT_LINK",
 	"PTL_EVENT_AUTO_UNLINK", "PTL_EVENT_AUTO_FREE", "PTL_EVENT_SEARCH", "PTL_EVENT_ERROR"}
 
-func (k EventKind) String() string {
-	if int(k) < len(eventKindNames) {
-		return eventKindNames[k]
-	}
-	return "ptl_event_kind_t(" + strconv.Itoa(int(k)) + ")"
-}
+func (k EventKind) String() string { return enumString(int(k), eventKindNames[:], "ptl_event_kind_t") }
 
 // NIFail is ptl_ni_fail_t (Portals 4.3 §3.13.3).
 type NIFail uint8
@@ -378,12 +350,7 @@ const (
 var niFailNames = [...]string{"PTL_NI_OK", "PTL_NI_UNDELIVERABLE", "PTL_NI_PT_DISABLED", "PTL_NI_DROPPED",
 	"PTL_NI_PERM_VIOLATION", "PTL_NI_OP_VIOLATION", "PTL_NI_SEGV", "PTL_NI_NO_MATCH"}
 
-func (f NIFail) String() string {
-	if int(f) < len(niFailNames) {
-		return niFailNames[f]
-	}
-	return "ptl_ni_fail_t(" + strconv.Itoa(int(f)) + ")"
-}
+func (f NIFail) String() string { return enumString(int(f), niFailNames[:], "ptl_ni_fail_t") }
 
 // Event is ptl_event_t (Portals 4.3 §3.13.4). Start is the target memory the operation used,
 // from the offset actually used and of MLength bytes (for an iovec entry, the bytes of the
