@@ -258,3 +258,51 @@ func appendME(t *testing.T, ni NIHandle, pt PTIndex, e mentry, list List) {
 		t.Fatal(err)
 	}
 }
+
+// TestHostileMessages sends malformed and out-of-range messages from a raw transport
+// endpoint: each is dropped and counted (PTL_SR_MALFORMED or PTL_SR_DROP_COUNT), nothing is
+// written, and the NI keeps working.
+func TestHostileMessages(t *testing.T) {
+	e := newEnv(t, niKinds[1], 1, nil) // matching physical: index 0|2
+	q := must(e.ni[0].EQAlloc(16))
+	pt := must(e.ni[0].PTAlloc(0, q, PTAny))
+	buf := make([]byte, 16)
+	e.appendEntry(0, pt, anyME(buf, EventLinkDisable), PriorityList, 0)
+	raw, err := ptlnet.Open(ptlnet.Config{PID: ptlnet.PIDAny}, func(ptlnet.Peer, []byte, []byte) {})
+	ok(t, err)
+	defer raw.Close()
+	dst := ptlnet.PhysID{NID: uint32(e.phys[0].NID), PID: uint32(e.phys[0].PID)}
+	good := make(wireHdr, hdrLen)
+	good.request(opPut, niIndex(e.kind.opts), NoAckReq, 0, 0, pt, 0, 0, 8, 0, 0, 0, 0)
+	bad := func(mut func(h wireHdr) ([]byte, []byte)) {
+		h := append(wireHdr(nil), good...)
+		hb, pl := mut(h)
+		ok(t, raw.Send(dst, hb, pl))
+	}
+	bad(func(h wireHdr) ([]byte, []byte) { return h, make([]byte, 9) })            // payload longer than length
+	bad(func(h wireHdr) ([]byte, []byte) { h[1] = 99; return h, make([]byte, 8) }) // unknown op
+	bad(func(h wireHdr) ([]byte, []byte) { h[0] = 0; return h, make([]byte, 8) })  // magic
+	bad(func(h wireHdr) ([]byte, []byte) { return h[:40], nil })                   // short header
+	bad(func(h wireHdr) ([]byte, []byte) {
+		h[1], h[4], h[5] = opAtomic, byte(OpBAnd), byte(Double) // illegal atomic
+		return h, make([]byte, 8)
+	})
+	bad(func(h wireHdr) ([]byte, []byte) { // length beyond max_msg_size, with the payload it claims absent
+		le.PutUint64(h[32:], 1<<40)
+		return h, make([]byte, 8)
+	})
+	// a well-formed put to an unallocated PT: dropped and counted
+	bad(func(h wireHdr) ([]byte, []byte) { le.PutUint32(h[8:], 200); return h, make([]byte, 8) })
+	// then a good one
+	ok(t, raw.Send(dst, good, []byte("abcdefgh")))
+	ev := expectKind(t, q, EventPut)
+	if string(buf[:8]) != "abcdefgh" || ev.MLength != 8 {
+		t.Fatalf("%q %+v", buf, ev)
+	}
+	if v := must(e.ni[0].Status(SRMalformed)); v != 6 { // all six name this NI (byte 2)
+		t.Fatalf("malformed %d", v)
+	}
+	if v := must(e.ni[0].Status(SRDropCount)); v != 1 {
+		t.Fatalf("drops %d", v)
+	}
+}
