@@ -342,3 +342,19 @@ func TestEQCT(t *testing.T) {
 		t.Fatal("drop on an unallocated PT counted")
 	}
 }
+
+func TestListTooLong(t *testing.T) {
+	e := newEnv(t, niKinds[2], 1, &Limits{MaxListSize: 3})
+	pt := must(e.ni[0].PTAlloc(0, EQNone, PTAny))
+	for i := 0; i < 3; i++ {
+		e.appendEntry(0, pt, anyME(nil, 0), PriorityList, 0)
+	}
+	_, err := e.ni[0].LEAppend(pt, &LE{UID: UIDAny}, PriorityList, 0)
+	wantCode(t, err, ErrListTooLong)
+	e.appendEntry(0, pt, anyME(nil, 0), OverflowList, 0) // the other list has room
+	// PTL_PT_ONLY_USE_ONCE binds the user: a persistent priority entry is refused
+	pt2 := must(e.ni[0].PTAlloc(PTOnlyUseOnce, EQNone, PTAny))
+	_, err = e.ni[0].LEAppend(pt2, &LE{UID: UIDAny}, PriorityList, 0)
+	wantCode(t, err, ErrArgInvalid)
+	must(e.ni[0].LEAppend(pt2, &LE{UID: UIDAny, Options: UseOnce}, PriorityList, 0))
+}

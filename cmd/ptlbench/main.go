@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,7 @@ var (
 	reps   = flag.Int("reps", 3, "repetitions of each measurement (the best is reported)")
 	useNS  = flag.Bool("netns", false, "run the 2 ranks on two network-namespace hosts (TCP between them; needs root)")
 	csvOut = flag.Bool("csv", false, "print rows bench,path,metric,value,unit")
+	cpuOut = flag.String("cpuprofile", "", "write rank 0's CPU profile of the message-rate measurements to this file")
 )
 
 func main() {
@@ -243,6 +245,16 @@ func rank() error {
 		md, _ := nonm.MDBind(portals.MD{Buf: make([]byte, 8), CT: ct, Options: portals.MDEventCTAck})
 		if err := barrier(); err != nil {
 			return err
+		}
+		if me == 0 && *cpuOut != "" {
+			f, err := os.Create(*cpuOut)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
 		}
 		for _, w := range []uint64{1, 16, 128} {
 			if me == 0 {
