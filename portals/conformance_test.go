@@ -728,3 +728,40 @@ func TestEarlyBeforeMap(t *testing.T) {
 		t.Fatalf("%+v %q", ev, buf)
 	}
 }
+
+// Gets and fetching atomics that land in an overflow entry are served from the overflow
+// buffer; a later priority append gets GET_OVERFLOW / FETCH_ATOMIC_OVERFLOW (§3.15.3, §4.4).
+func TestOverflowGetFetch(t *testing.T) {
+	forAll(t, func(t *testing.T, e *env, ini, tgt int) {
+		q := must(e.ni[tgt].EQAlloc(32))
+		pt := must(e.ni[tgt].PTAlloc(0, q, PTAny))
+		ovf := pattern(16, 40)
+		e.appendEntry(tgt, pt, anyME(ovf, EventLinkDisable), OverflowList, 1)
+		qI := must(e.ni[ini].EQAlloc(32))
+		dst := make([]byte, 16)
+		md := must(e.ni[ini].MDBind(MD{Buf: dst, EQ: qI, Options: MDEventSendDisable}))
+		ok(t, Get(md, 0, 4, e.ids[tgt], pt, 0, 2, 9))
+		if r := expectKind(t, qI, EventReply); r.List != OverflowList || r.MLength != 4 || r.NIFail != NIOK {
+			t.Fatalf("%+v", r)
+		}
+		if !bytes.Equal(dst[:4], ovf[2:6]) {
+			t.Fatal("get from the overflow buffer")
+		}
+		expectKind(t, q, EventGet)
+		src := must(e.ni[ini].MDBind(MD{Buf: []byte{1, 0, 0, 0, 0, 0, 0, 0}}))
+		ok(t, FetchAtomic(md, 8, src, 0, 8, e.ids[tgt], pt, 0, 8, 10, 5, OpSum, Uint64))
+		expectKind(t, qI, EventReply)
+		if !bytes.Equal(dst[8:16], pattern(16, 40)[8:16]) || ovf[8] != 1 {
+			t.Fatal("fetch in the overflow list: old contents back, operand deposited")
+		}
+		expectKind(t, q, EventFetchAtomic)
+		e.appendEntry(tgt, pt, anyME(nil, EventLinkDisable), PriorityList, 2)
+		if ev := expectKind(t, q, EventGetOverflow); ev.MLength != 4 || ev.RemoteOffset != 2 || ev.UserPtr != 2 {
+			t.Fatalf("%+v", ev)
+		}
+		if ev := expectKind(t, q, EventFetchAtomicOverflow); ev.AtomicOp != OpSum || ev.AtomicType != Uint64 || ev.HdrData != 5 {
+			t.Fatalf("%+v", ev)
+		}
+		expectEmpty(t, q)
+	})
+}
