@@ -176,3 +176,45 @@ func BenchmarkPutSelf(b *testing.B) {
 		Put(md, 0, 8, NoAckReq, id, pt, 0, 0, 0, 0)
 	}
 }
+
+// BenchmarkPutWindow: 8-byte puts with counted acks, 128 in flight, between two physical NIs
+// of this process (two pids, the transport's shared-memory path); the target is passive.
+func BenchmarkPutWindow(b *testing.B) {
+	if err := Init(); err != nil {
+		b.Fatal(err)
+	}
+	defer Fini()
+	var nis [2]NIHandle
+	for i := range nis {
+		h, _, err := NIInit(Interface(i), NINoMatching|NIPhysical, PIDAny, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Fini()
+		nis[i] = h
+	}
+	pt, _ := nis[1].PTAlloc(0, EQNone, PTAny)
+	if _, err := nis[1].LEAppend(pt, &LE{Buf: make([]byte, 8), UID: UIDAny, Options: OpPut | EventLinkDisable}, PriorityList, 0); err != nil {
+		b.Fatal(err)
+	}
+	tgt, _ := nis[1].PhysID()
+	ct, _ := nis[0].CTAlloc()
+	md, _ := nis[0].MDBind(MD{Buf: make([]byte, 8), CT: ct, Options: MDEventCTAck})
+	const w = 128
+	var issued uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		if issued >= w {
+			if _, err := ct.Wait(issued - w + 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := Put(md, 0, 8, CTAckReq, tgt, pt, 0, 0, 0, 0); err != nil {
+			b.Fatal(err)
+		}
+		issued++
+	}
+	if v, err := ct.Wait(issued); err != nil || v.Failure != 0 {
+		b.Fatal(err, v)
+	}
+}
