@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -132,6 +133,21 @@ func flood(t *testing.T, me int, ids []PhysID, open func(Handler) *Net, ready fu
 	}
 	n = open(handler)
 	ready()
+	// A watchdog: if the flood is not over well within the job's limit, say
+	// where everything stands (the job is killed without output otherwise).
+	over := make(chan struct{})
+	defer close(over)
+	go func() {
+		select {
+		case <-over:
+		case <-time.After(100 * time.Second):
+			mu.Lock()
+			fmt.Fprintf(os.Stderr, "rank %d stuck: received %v acks %v stats %+v\n", me, nextData, nextAck, n.Stats())
+			mu.Unlock()
+			buf := make([]byte, 1<<20)
+			os.Stderr.Write(buf[:runtime.Stack(buf, true)])
+		}
+	}()
 	buf := make([]byte, 4<<20)
 	var hb [MaxHeaderSize]byte
 	for seq := 0; seq < floodMsgs; seq++ {
@@ -271,8 +287,6 @@ func inNetns(t *testing.T, k int) func(*launch.Config) {
 		}
 	}
 }
-
-var _ = os.Getpid
 
 // TestFloodInProcess runs the flood between Nets of one process (goroutines
 // as ranks), over shared memory and over TCP, so that -race sees both paths.

@@ -467,12 +467,18 @@ func (n *Net) progressLoop() {
 }
 
 // addConn records c as the path to id unless there is one already (both
-// sides may have dialed at once), adds its inbound ring if it has one, and
+// sides may have dialed at once), adds its inbound ring (sc) or its TCP
+// connection (tc), counts its goroutines (which the caller starts next) and
 // returns the path to use: the first one, so that every message to id goes
-// through one connection, in order.
-func (n *Net) addConn(id PhysID, c conn, sc *shmConn) conn {
+// through one connection, in order. It returns nil, registering nothing, once
+// Close has begun (whose snapshot of the connections would miss c).
+func (n *Net) addConn(id PhysID, c conn, sc *shmConn, tc *tcpConn, goroutines int) conn {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.closed.Load() {
+		return nil
+	}
+	n.wg.Add(goroutines)
 	old := *n.routes.Load()
 	route := old[id]
 	if route == nil {
@@ -487,6 +493,9 @@ func (n *Net) addConn(id PhysID, c conn, sc *shmConn) conn {
 	if sc != nil {
 		l := append(append([]*shmConn(nil), *n.rxConns.Load()...), sc)
 		n.rxConns.Store(&l)
+	}
+	if tc != nil {
+		n.tcps[tc] = struct{}{}
 	}
 	return route
 }

@@ -32,13 +32,15 @@ type shmConn struct {
 	peerBell                  shm.Bell
 	txBlocked, rxBlocked      *atomic.Uint32 // the blocked word of our region, of the peer's
 
-	txMu    sync.Mutex
-	dead    bool // under txMu: the regions are unmapped, Send fails
-	pend    []pendItem
-	pendH   int
-	arena   []byte // bytes of queued small messages (pendItem.off)
-	hasPend atomic.Bool
-	partial bool // under txMu: a waiting Send has sent part of its message
+	txMu     sync.Mutex
+	dead     bool // under txMu: the regions are unmapped, Send fails
+	pend     []pendItem
+	pendH    int
+	arena    []byte // bytes of queued small messages (pendItem.off)
+	hasPend  atomic.Bool
+	partial  bool   // under txMu: a waiting Send has sent part of its message
+	kickDue  bool   // under txMu: frames committed since the last kick
+	kickFrom uint64 // under txMu: the first of them
 
 	gone   atomic.Bool // the socket ended: drain, then reap
 	reaped bool        // under Net.mu... set once by reap or Close
@@ -252,15 +254,24 @@ func (n *Net) dialUnix(dst PhysID) (conn, error) {
 		c.release()
 		return fail(err)
 	}
-	return n.startShm(c), nil
+	if route := n.startShm(c); route != nil {
+		return route, nil
+	}
+	return nil, ErrClosed
 }
 
 // startShm registers c, starts its watcher and returns the path to c's peer.
+// It returns nil (and releases c) if the Net is closing.
 func (n *Net) startShm(c *shmConn) conn {
+	route := n.addConn(c.peer.ID, c, c, nil, 1)
+	if route == nil {
+		c.sock.Close()
+		c.release()
+		return nil
+	}
 	n.st.shmConns.Add(1)
-	n.wg.Add(1)
 	go c.watch()
-	return n.addConn(c.peer.ID, c, c)
+	return route
 }
 
 // acceptLoop accepts connections until the listener closes, serving each in
@@ -331,7 +342,7 @@ func (n *Net) serveUnix(sock *net.UnixConn) {
 	}
 	err = sendHello(sock, hello{kind: helloConnect, id: n.id, uid: n.uid}, n.bellFD, fd)
 	unix.Close(fd)
-	if err != nil || n.closed.Load() {
+	if err != nil {
 		c.release()
 		sock.Close()
 		return

@@ -33,9 +33,7 @@ func (c *shmConn) send(hdr, payload []byte) error {
 		// in the ring until it is complete; the others queue or wait behind it.
 		if started || (!c.partial && c.pendH == len(c.pend)) {
 			consumed, st, done := c.trySend(hdr, payload[off:], len(payload), started)
-			if st != started || consumed > 0 {
-				c.peerBell.Ring()
-			}
+			c.kick()
 			off, started = off+consumed, st
 			if done {
 				if c.partial {
@@ -46,11 +44,16 @@ func (c *shmConn) send(hdr, payload []byte) error {
 				return nil
 			}
 		}
-		// A Send that already waited (c.partial: it is no Handler's) keeps
-		// waiting; others queue when a Handler may be running.
-		if (n.inHandler.Load() && !c.partial) || n.closed.Load() {
-			c.enqueue(hdr, payload[off:], len(payload), started, c.partial)
-			c.partial = false
+		// The owner of a half-sent message has waited before, so it is no
+		// Handler's Send: it keeps waiting. Any other Send queues (behind the
+		// half-sent message) when a Handler may be running, and never waits
+		// then: it may be the Handler's.
+		owner := started && c.partial
+		if (n.inHandler.Load() && !owner) || n.closed.Load() {
+			c.enqueue(hdr, payload[off:], len(payload), started, owner)
+			if owner {
+				c.partial = false
+			}
 			n.st.queued.Add(1)
 			c.blockLocked()
 			c.txMu.Unlock()
@@ -74,6 +77,29 @@ func (c *shmConn) send(hdr, payload []byte) error {
 	}
 }
 
+// commit publishes ticket t, remembering the first ticket since the last kick.
+func (c *shmConn) commit(t uint64) {
+	c.tx.Commit(t)
+	if !c.kickDue {
+		c.kickDue, c.kickFrom = true, t
+	}
+}
+
+// kick wakes the peer's progress goroutine after commits, if it may be asleep
+// without having seen them: only when someone sleeps on its Bell and it has
+// consumed everything before our first new frame (if it has not, it is
+// awake, or its sleep check will see older frames and then ours: see
+// shm.Ring.Consumed). A flood into a busy receiver costs one load per Send.
+// txMu held.
+func (c *shmConn) kick() {
+	if c.kickDue {
+		c.kickDue = false
+		if c.peerBell.Sleepers() != 0 && c.tx.Consumed() >= c.kickFrom {
+			c.peerBell.Ring()
+		}
+	}
+}
+
 // trySend writes as much of one message as the ring and pool take: rest is
 // the payload not yet sent (total bytes in all), started whether its first
 // frame went out. It returns the bytes of rest consumed, whether the first
@@ -85,7 +111,7 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 			return 0, false, false
 		}
 		putEager(d, hdr, rest)
-		c.tx.Commit(t)
+		c.commit(t)
 		return len(rest), true, true
 	}
 	for !started || consumed < len(rest) {
@@ -101,7 +127,7 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 		k := min(len(rest)-consumed, len(buf))
 		copy(buf, rest[consumed:consumed+k])
 		putBulk(d, !started, hdr, uint64(total), idx, k)
-		c.tx.Commit(t)
+		c.commit(t)
 		started = true
 		consumed += k
 	}
@@ -166,7 +192,7 @@ func (c *shmConn) flushLocked() {
 		c.pendH++
 	}
 	if sent {
-		c.peerBell.Ring()
+		c.kick()
 	}
 	switch {
 	case c.pendH == len(c.pend) && c.hasPend.Load():

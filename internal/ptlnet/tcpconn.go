@@ -150,19 +150,15 @@ func (n *Net) startTCP(c *net.TCPConn, peer Peer) (conn, error) {
 	tc := &tcpConn{n: n, peer: peer, c: c, raw: raw, wake: make(chan struct{}, 1)}
 	tc.wfn = tc.writeNow
 	tc.cond = sync.NewCond(&tc.txMu)
-	n.mu.Lock()
-	if n.closed.Load() {
-		n.mu.Unlock()
+	route := n.addConn(peer.ID, tc, nil, tc, 2)
+	if route == nil {
 		c.Close()
 		return nil, ErrClosed
 	}
-	n.tcps[tc] = struct{}{}
-	n.mu.Unlock()
 	n.st.tcpConns.Add(1)
-	n.wg.Add(2)
 	go tc.reader()
 	go tc.flusher()
-	return n.addConn(peer.ID, tc, nil), nil
+	return route, nil
 }
 
 // writeNow is one non-blocking writev of c.iov (RawConn.Write callback).
