@@ -22,16 +22,8 @@ func refInt[T integer](op AtomicOp, t, s, o T) T {
 		return 0
 	}
 	switch op {
-	case OpMin:
-		return min(t, s)
-	case OpMax:
-		return max(t, s)
-	case OpSum:
-		return t + s
-	case OpProd:
-		return t * s
-	case OpDiff:
-		return t - s
+	case OpMin, OpMax, OpSum, OpProd, OpDiff, OpSwap:
+		return refArith(op, t, s)
 	case OpLOr:
 		return b(t != 0 || s != 0)
 	case OpLAnd:
@@ -44,8 +36,6 @@ func refInt[T integer](op AtomicOp, t, s, o T) T {
 		return t & s
 	case OpBXor:
 		return t ^ s
-	case OpSwap:
-		return s
 	case OpMSwap:
 		return t&^o | s&o
 	}
@@ -73,7 +63,8 @@ func cond[T integer | float32 | float64](op AtomicOp, o, t T) bool {
 	panic(op)
 }
 
-func refFloat[T float32 | float64](op AtomicOp, t, s, o T) T {
+// refArith is MIN, MAX, SUM, PROD, DIFF (target − initiator) and SWAP on ordered types.
+func refArith[T integer | float32 | float64](op AtomicOp, t, s T) T {
 	switch op {
 	case OpMin:
 		return min(t, s)
@@ -85,8 +76,14 @@ func refFloat[T float32 | float64](op AtomicOp, t, s, o T) T {
 		return t * s
 	case OpDiff:
 		return t - s
-	case OpSwap:
-		return s
+	}
+	return s
+}
+
+func refFloat[T float32 | float64](op AtomicOp, t, s, o T) T {
+	switch op {
+	case OpMin, OpMax, OpSum, OpProd, OpDiff, OpSwap:
+		return refArith(op, t, s)
 	}
 	if cond(op, o, t) {
 		return s
