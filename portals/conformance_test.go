@@ -765,3 +765,43 @@ func TestOverflowGetFetch(t *testing.T) {
 		expectEmpty(t, q)
 	})
 }
+
+// Ordering (§2.7): back-to-back puts to the same offset land in order (WAW), a get after
+// them reads the last (RAW), use-once entries match in send order, and an UNORDERED MD is
+// accepted.
+func TestOrdering(t *testing.T) {
+	forAll(t, func(t *testing.T, e *env, ini, tgt int) {
+		q := must(e.ni[tgt].EQAlloc(256))
+		pt := must(e.ni[tgt].PTAlloc(0, q, PTAny))
+		cell := make([]byte, 8)
+		for i := 0; i < 50; i++ {
+			e.appendEntry(tgt, pt, anyME(nil, UseOnce|EventLinkDisable|EventUnlinkDisable), PriorityList, uint64(i))
+		}
+		e.appendEntry(tgt, pt, anyME(cell, EventLinkDisable|EventCommDisable), PriorityList, 99)
+		src := make([]byte, 8*100)
+		for i := 0; i < 100; i++ {
+			le.PutUint64(src[8*i:], uint64(i))
+		}
+		qI := must(e.ni[ini].EQAlloc(256))
+		md := must(e.ni[ini].MDBind(MD{Buf: src, EQ: qI, Options: MDEventSendDisable | MDUnordered}))
+		for i := 0; i < 100; i++ {
+			ok(t, Put(md, uint64(8*i), 8, NoAckReq, e.ids[tgt], pt, 0, 0, 0, uint64(i)))
+		}
+		got := make([]byte, 8)
+		dst := must(e.ni[ini].MDBind(MD{Buf: got, EQ: qI}))
+		ok(t, Get(dst, 0, 8, e.ids[tgt], pt, 0, 0, 0))
+		expectKind(t, qI, EventReply)
+		if v := le.Uint64(got); v != 99 {
+			t.Fatalf("get after the puts read %d", v)
+		}
+		for i := 0; i < 50; i++ {
+			if ev := expectKind(t, q, EventPut); ev.UserPtr != uint64(i) || ev.HdrData != uint64(i) {
+				t.Fatalf("put %d matched entry %d", ev.HdrData, ev.UserPtr)
+			}
+		}
+		ok(t, AtomicSync())
+		if v := le.Uint64(cell); v != 99 {
+			t.Fatalf("cell holds %d after puts 50..99", v)
+		}
+	})
+}
