@@ -751,6 +751,7 @@ func TestOverflowGetFetch(t *testing.T) {
 		src := must(e.ni[ini].MDBind(MD{Buf: []byte{1, 0, 0, 0, 0, 0, 0, 0}}))
 		ok(t, FetchAtomic(md, 8, src, 0, 8, e.ids[tgt], pt, 0, 8, 10, 5, OpSum, Uint64))
 		expectKind(t, qI, EventReply)
+		ok(t, AtomicSync()) // orders the NIC's write to ovf before this read
 		if !bytes.Equal(dst[8:16], pattern(16, 40)[8:16]) || ovf[8] != 1 {
 			t.Fatal("fetch in the overflow list: old contents back, operand deposited")
 		}
