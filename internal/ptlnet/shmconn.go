@@ -271,6 +271,9 @@ func (n *Net) startShm(c *shmConn) conn {
 	}
 	n.st.shmConns.Add(1)
 	go c.watch()
+	// The progress goroutine may be asleep after checking the rings it knew:
+	// the peer may commit into this one at once.
+	n.bell.Ring()
 	return route
 }
 
