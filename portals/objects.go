@@ -650,14 +650,16 @@ func (p *physNI) unlockWake() {
 	p.mu.Unlock()
 }
 
-// spinPolls is how many times a wait polls the transport inline before it blocks.
-const spinPolls = 64
+// spinTime is how long a wait polls the transport inline before it blocks: about the
+// transport's own polling period, so that a round trip in progress is caught by the spin
+// instead of by a sleep and a wake-up on each side.
+const spinTime = 50 * time.Microsecond
 
-// waitFor runs try (with p.mu held) until it reports done, polling the transport inline a
-// few times (inline progress) and then blocking until an event or counter changes or the
-// timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
+// waitFor runs try (with p.mu held) until it reports done, polling the transport inline
+// (inline progress) for up to spinTime and then blocking until an event or counter changes
+// or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
 func (p *physNI) waitFor(timeout time.Duration, try func() (bool, error)) error {
-	var deadline time.Time
+	var deadline, spinUntil time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
@@ -676,7 +678,10 @@ func (p *physNI) waitFor(timeout time.Duration, try func() (bool, error)) error 
 			p.mu.Unlock()
 			return nil
 		}
-		if spin < spinPolls || timeout == 0 {
+		if spin == 0 {
+			spinUntil = time.Now().Add(spinTime)
+		}
+		if timeout == 0 || spin&15 != 15 || time.Now().Before(spinUntil) {
 			p.mu.Unlock()
 			if p.net.Poll() == 0 && spin > 4 {
 				runtime.Gosched()
