@@ -49,6 +49,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gexgo/gexgo/internal/auth"
 	"github.com/gexgo/gexgo/internal/shm"
 )
@@ -436,6 +438,17 @@ func (n *Net) hasWork() bool {
 // it costs no futex wake-up on either side.
 const spinFor = 50 * time.Microsecond
 
+// yield gives the processor away while polling: to this process's other
+// goroutines, and every 8th time to other processes (sched_yield), so that a
+// peer process on a loaded machine gets a core to answer on.
+func yield(i int) {
+	if i%8 == 7 {
+		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		return
+	}
+	runtime.Gosched()
+}
+
 // progressLoop is the Net's progress goroutine ("application bypass"): it
 // polls (yielding the processor between polls) for spinFor after the last
 // message, then sleeps on the doorbell.
@@ -458,7 +471,7 @@ func (n *Net) progressLoop() {
 			last = time.Now()
 		}
 		if i%16 != 0 || time.Since(last) < spinFor {
-			runtime.Gosched()
+			yield(i)
 			continue
 		}
 		n.bell.Sleep(n.hasWork, 100*time.Millisecond)

@@ -1,7 +1,6 @@
 package ptlnet
 
 import (
-	"runtime"
 	"time"
 )
 
@@ -69,7 +68,7 @@ func (c *shmConn) send(hdr, payload []byte) error {
 			waitFrom = time.Now()
 		}
 		if spins%16 != 15 || time.Since(waitFrom) < spinFor {
-			runtime.Gosched()
+			yield(spins)
 		} else {
 			n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
 		}
