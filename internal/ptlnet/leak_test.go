@@ -96,3 +96,41 @@ func TestCloseLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseWhileSending: Close while other goroutines send (to oneself and,
+// through a full ring, to a peer) neither crashes nor hangs; the Sends end
+// with nil or ErrClosed/ErrUnreachable.
+func TestCloseWhileSending(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		b, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { time.Sleep(time.Microsecond) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 2)
+		for _, dst := range []PhysID{a.ID(), b.ID()} {
+			go func() {
+				p := make([]byte, 100)
+				for {
+					if err := a.Send(dst, nil, p); err != nil {
+						done <- err
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round) * 100 * time.Microsecond)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := <-done; !errors.Is(err, ErrClosed) && !errors.Is(err, ErrUnreachable) {
+				t.Fatalf("Send during Close: %v", err)
+			}
+		}
+		b.Close()
+	}
+}

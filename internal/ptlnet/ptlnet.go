@@ -151,7 +151,10 @@ type Net struct {
 	tcps    map[*tcpConn]struct{}
 	dialMu  sync.Mutex // one dial at a time
 	pending atomic.Int32
-	anyGone atomic.Bool // some shmConn's peer is gone: reap
+	// bellUsers counts application goroutines touching the doorbell page
+	// (self sends, Sends waiting for room): Close unmaps it only at zero.
+	bellUsers atomic.Int32
+	anyGone   atomic.Bool // some shmConn's peer is gone: reap
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
 	rxMu    sync.Mutex
@@ -362,9 +365,13 @@ func (n *Net) Send(dst PhysID, hdr, payload []byte) error {
 		return ErrClosed
 	}
 	if dst == n.id {
+		if !n.enterBell() {
+			return ErrClosed
+		}
 		n.self.push(hdr, payload)
 		n.st.sent.Add(1)
 		n.bell.Ring()
+		n.bellUsers.Add(-1)
 		return nil
 	}
 	c := (*n.routes.Load())[dst]
@@ -611,9 +618,24 @@ func (n *Net) Close() error {
 	for _, c := range shms {
 		c.release()
 	}
+	for n.bellUsers.Load() != 0 { // they see closed and leave at once
+		time.Sleep(time.Millisecond)
+	}
 	unmapClose(n.bellFD, n.bellMem)
 	n.bellMem = nil
 	return nil
+}
+
+// enterBell registers an application goroutine about to touch the doorbell
+// page; false (nothing registered) once Close has begun. A true result must be
+// matched by bellUsers.Add(-1).
+func (n *Net) enterBell() bool {
+	n.bellUsers.Add(1)
+	if n.closed.Load() {
+		n.bellUsers.Add(-1)
+		return false
+	}
+	return true
 }
 
 // bellWake forces the progress goroutine out of its futex wait.

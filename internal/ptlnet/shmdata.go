@@ -70,7 +70,10 @@ func (c *shmConn) send(hdr, payload []byte) error {
 		if spins%16 != 15 || time.Since(waitFrom) < spinFor {
 			yield(spins)
 		} else {
-			n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
+			if n.enterBell() {
+				n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
+				n.bellUsers.Add(-1)
+			}
 		}
 		c.txMu.Lock()
 	}
