@@ -216,6 +216,10 @@ func (c *tcpConn) send(hdr, payload []byte) error {
 		c.txMu.Unlock()
 		return nil
 	}
+	// The frame header's unwritten part must not stay in c.hb: the next Send
+	// rewrites c.hb while this one may still be writing its rest.
+	hb := c.hb
+	c.iov[0] = hb[:]
 	var rest net.Buffers
 	for _, b := range c.iov {
 		if w >= len(b) {
