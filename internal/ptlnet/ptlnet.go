@@ -171,7 +171,15 @@ type Net struct {
 	wg     sync.WaitGroup
 
 	st struct {
-		sent, recv, queued, malformed, refused, lost, dropped, shmConns, tcpConns atomic.Uint64
+		// sent is written by sending goroutines, recv by the receiving one:
+		// each on a cache line of its own.
+		_    [64]byte
+		sent atomic.Uint64
+		_    [56]byte
+		recv atomic.Uint64
+		_    [56]byte
+
+		queued, malformed, refused, lost, dropped, shmConns, tcpConns atomic.Uint64
 	}
 }
 
@@ -406,9 +414,23 @@ func (n *Net) progressLocked() int {
 	if n.stopped {
 		return 0
 	}
+	conns := *n.rxConns.Load()
+	if n.self.empty() {
+		// Idle polls write nothing (inHandler's line is read by Sends).
+		idle := true
+		for _, c := range conns {
+			if c.rx != nil && !c.rx.Empty() {
+				idle = false
+				break
+			}
+		}
+		if idle {
+			return 0
+		}
+	}
 	n.inHandler.Store(true)
 	k := n.self.drain(n)
-	for _, c := range *n.rxConns.Load() {
+	for _, c := range conns {
 		k += c.drain(n, 256)
 	}
 	n.inHandler.Store(false)
@@ -433,7 +455,7 @@ func (n *Net) hasWork() bool {
 		return true
 	}
 	for _, c := range *n.rxConns.Load() {
-		if !c.rx.Empty() || c.gone.Load() || (c.hasPend.Load() && c.txBlocked.Load() == 0) {
+		if (c.rx != nil && !c.rx.Empty()) || c.gone.Load() || (c.hasPend.Load() && c.txBlocked.Load() == 0) {
 			return true
 		}
 	}
