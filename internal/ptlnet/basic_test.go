@@ -245,3 +245,72 @@ func TestHandlersSendToEachOther(t *testing.T) {
 		t.Fatalf("got %d and %d messages, want at least %d each (stats %+v, %+v)", got[0].Load(), got[1].Load(), rounds+64, nets[0].Stats(), nets[1].Stats())
 	}
 }
+
+// TestLargeMessage: a 96 MiB payload (assembled from pool chunks over shared
+// memory; read straight into its own buffer over TCP) arrives intact, and the
+// path works on for small messages after it.
+func TestLargeMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	p := make([]byte, 96<<20)
+	fillPattern(p, 1, 2, 3)
+	for _, tcp := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shm", true: "tcp"}[tcp], func(t *testing.T) {
+			cfg := Config{PID: PIDAny, NoTCP: !tcp, ForceTCP: tcp, Secret: testSecret}
+			var ok, got atomic.Int64
+			b, err := Open(cfg, func(_ Peer, hdr, payload []byte) {
+				if bytes.Equal(payload, p[:len(payload)]) && int(hdr[0]) == len(payload)>>20 {
+					ok.Add(1)
+				}
+				got.Add(1)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			a, err := Open(cfg, func(Peer, []byte, []byte) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			for _, sz := range []int{96 << 20, 1 << 20, 0} {
+				if err := a.Send(b.ID(), []byte{byte(sz >> 20)}, p[:sz]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for got.Load() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if got.Load() != 3 || ok.Load() != 3 {
+				t.Fatalf("%d messages, %d intact, want 3", got.Load(), ok.Load())
+			}
+		})
+	}
+}
+
+// TestSendBadArgs: Send checks its arguments before touching a path.
+func TestSendBadArgs(t *testing.T) {
+	t.Setenv("GEX_SECRET", "")
+	t.Setenv(EnvTCPInsecure, "")
+	a := open(t, PIDAny, func(Peer, []byte, []byte) {})
+	for _, tc := range []struct {
+		name         string
+		dst          PhysID
+		hdr, payload []byte
+		want         error
+	}{
+		{"header over MaxHeader", a.ID(), make([]byte, a.MaxHeader()+1), nil, ErrTooLarge},
+		{"payload over MaxPayload", a.ID(), nil, make([]byte, MaxPayload+1), ErrTooLarge},
+		{"pid PIDAny", PhysID{NID: a.ID().NID, PID: PIDAny}, nil, nil, ErrUnreachable},
+		{"another node without a secret", PhysID{NID: a.ID().NID + 1, PID: 1}, nil, nil, ErrUnreachable},
+	} {
+		if err := a.Send(tc.dst, tc.hdr, tc.payload); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := a.Send(a.ID(), make([]byte, a.MaxHeader()), nil); err != nil {
+		t.Errorf("header of exactly MaxHeader: %v", err)
+	}
+}
