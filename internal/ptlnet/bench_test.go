@@ -202,6 +202,37 @@ func BenchmarkTwoProcesses(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 	})
+	// Like a Portals put with a counting ack: 8-byte messages with a 64-byte
+	// header, each acknowledged from the receiver's Handler, at most
+	// `window` unacknowledged.
+	for _, window := range []int{16, 128} {
+		b.Run("acked/window"+strconv.Itoa(window), func(b *testing.B) {
+			var acked atomic.Int64
+			n, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { acked.Add(1) })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer n.Close()
+			h := startHelperB(b, "echo")
+			hdr, p := []byte("ack?"), make([]byte, 8)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for int64(i)-acked.Load() >= int64(window) {
+					if n.Poll() == 0 {
+						runtime.Gosched()
+					}
+				}
+				if err := n.Send(h.id, hdr, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for acked.Load() < int64(b.N) {
+				runtime.Gosched()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+		})
+	}
 	b.Run("roundtrip", func(b *testing.B) {
 		pong := make(chan struct{}, 1)
 		n, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { pong <- struct{}{} })

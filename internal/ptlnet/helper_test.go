@@ -44,6 +44,9 @@ func helperMain(mode string) int {
 		if mode == "echo" && string(hdr) == "ping" {
 			n.Send(src.ID, hdr, payload)
 		}
+		if mode == "echo" && string(hdr) == "ack?" {
+			n.Send(src.ID, payload[:8], nil) // an acknowledgment from the Handler
+		}
 	}
 	var err error
 	n, err = Open(Config{PID: PIDAny, NoTCP: true}, h)
