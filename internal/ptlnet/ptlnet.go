@@ -14,8 +14,8 @@
 //     (abstract names live per network namespace, i.e. per node, and vanish with the process);
 //     a bind that fails because a live process holds the name is ErrPIDInUse.
 //   - Same node: a sender connects to that abstract socket, found from (nid, pid) alone.
-//   - Across nodes: TCP to <nid as IPv4>:<PTL_PORT_BASE + pid> (default base 20000, so pid <=
-//     65535-base). The listener binds the nid's address only (PTL_LISTEN_ADDR overrides it;
+//   - Across nodes: TCP to <nid as IPv4>:<PTL_PORT_BASE + pid> (default base 20000, so pids
+//     are below PIDMax() = 65536-base, the PTL_PID_MAX; others are ErrBadPID). The listener binds the nid's address only (PTL_LISTEN_ADDR overrides it;
 //     "0.0.0.0" listens on every interface), and only when connections can be authenticated:
 //     a job secret is present (Config.Secret or GEX_SECRET, hex, as gexrun passes it) or
 //     PTL_TCP_INSECURE=1 allows unauthenticated connections.
@@ -29,7 +29,9 @@
 // buffers). Small messages are copied into one ring slot (eager); larger ones go through pool
 // buffers referenced from ring slots (bulk; the receiver's Handler reads a one-buffer payload
 // where it lies, and a longer one is assembled). Receivers that find nothing sleep on a futex
-// doorbell that senders ring.
+// doorbell that senders ring. When the ring or the pool is full, an application's Send waits
+// for the receiver's progress goroutine (never for its application), while a Send from a
+// Handler queues a copy and returns, so Handlers that send to each other never deadlock.
 //
 // Across nodes: TCP, after the mutual HMAC handshake of internal/auth; frames are a 16-byte
 // length-checked header, the hdr and the payload, written with writev straight from the
@@ -363,8 +365,11 @@ func (n *Net) Stats() Stats {
 // Send delivers one message (the transport under PtlPut, PtlGet, PtlAtomic and their replies
 // and acknowledgments, Portals 4.3 §3.15) to dst: reliable, exactly once, in order per
 // (source, destination) pair. hdr and payload have been copied or written out when it returns.
-// It queues internally rather than wait when the path is full, so it never deadlocks when
-// called from the Handler. Messages to oneself go through the same Handler.
+// When the path is full it waits for the destination's progress goroutine (never for the
+// destination's application) — unless a Handler of this Net may be running (it may be the
+// caller), in which case it queues a copy and returns, so it never deadlocks when called from
+// the Handler. The first Send to a destination connects (blocking for the handshake). Messages
+// to oneself go through the same Handler. Errors: ErrTooLarge, ErrClosed, ErrUnreachable.
 func (n *Net) Send(dst PhysID, hdr, payload []byte) error {
 	if len(hdr) > MaxHeaderSize || len(payload) > MaxPayload {
 		return ErrTooLarge
