@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -102,7 +103,12 @@ func TestCloseLeavesNothing(t *testing.T) {
 // with nil or ErrClosed/ErrUnreachable.
 func TestCloseWhileSending(t *testing.T) {
 	for round := 0; round < 20; round++ {
-		b, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { time.Sleep(time.Microsecond) })
+		var sink atomic.Int64
+		b, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { // a slow receiver: the ring fills
+			for i := range 300 {
+				sink.Add(int64(i))
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
