@@ -1,0 +1,375 @@
+package ptlnet
+
+import (
+	"time"
+)
+
+// The shared-memory data path: eager frames in one ring slot, bulk frames
+// naming pool buffers, a pending queue when the ring or the pool is full.
+
+// send is Send over shared memory. When the ring or the pool is full, a
+// Handler's Send (or any Send while a Handler of this Net runs) queues a copy
+// and returns; any other Send waits for the peer's progress goroutine to make
+// room (it never waits for the peer's application), so a flood from the
+// application is paced by the receiver instead of piling up in memory.
+func (c *shmConn) send(hdr, payload []byte) error {
+	n := c.n
+	c.txMu.Lock()
+	off, started := 0, false
+	var waitFrom time.Time
+	for spins := 0; ; spins++ {
+		if c.dead || (c.gone.Load() && !started) {
+			if started {
+				c.partial = false
+			}
+			c.txMu.Unlock()
+			return ErrUnreachable
+		}
+		if !started && c.pendH < len(c.pend) {
+			c.flushLocked()
+		}
+		// Only the Send that owns a half-sent message (started) may put frames
+		// in the ring until it is complete; the others queue or wait behind it.
+		if started || (!c.partial && c.pendH == len(c.pend)) {
+			consumed, st, done := c.trySend(hdr, payload[off:], len(payload), started)
+			c.kick()
+			off, started = off+consumed, st
+			if done {
+				if c.partial {
+					c.partial = false
+					c.flushLocked() // what Handlers queued meanwhile
+				}
+				c.txMu.Unlock()
+				return nil
+			}
+		}
+		// The owner of a half-sent message has waited before, so it is no
+		// Handler's Send: it keeps waiting. Any other Send queues (behind the
+		// half-sent message) when a Handler may be running, and never waits
+		// then: it may be the Handler's.
+		owner := started && c.partial
+		if (n.inHandler.Load() && !owner) || n.closed.Load() {
+			c.enqueue(hdr, payload[off:], len(payload), started, owner)
+			if owner {
+				c.partial = false
+			}
+			n.st.queued.Add(1)
+			c.blockLocked()
+			c.txMu.Unlock()
+			return nil
+		}
+		// Wait for room, letting Handlers queue behind a half-sent message.
+		if started {
+			c.partial = true
+		}
+		c.txBlocked.Store(1)
+		c.txMu.Unlock()
+		if spins == 0 {
+			waitFrom = time.Now()
+		}
+		if spins%16 != 15 || time.Since(waitFrom) < spinFor {
+			yield(spins)
+		} else {
+			if n.enterBell() {
+				n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
+				n.bellUsers.Add(-1)
+			}
+		}
+		c.txMu.Lock()
+	}
+}
+
+// commit publishes ticket t, remembering the first ticket since the last kick.
+func (c *shmConn) commit(t uint64) {
+	c.tx.Commit(t)
+	if !c.kickDue {
+		c.kickDue, c.kickFrom = true, t
+	}
+}
+
+// kick wakes the peer's progress goroutine after commits, if it may be asleep
+// without having seen them: only when someone sleeps on its Bell and it has
+// consumed everything before our first new frame (if it has not, it is
+// awake, or its sleep check will see older frames and then ours: see
+// shm.Ring.Consumed). A flood into a busy receiver costs one load per Send.
+// txMu held.
+func (c *shmConn) kick() {
+	if c.kickDue {
+		c.kickDue = false
+		if c.peerBell.Sleepers() != 0 && c.tx.Consumed() >= c.kickFrom {
+			c.peerBell.Ring()
+		}
+	}
+}
+
+// trySend writes as much of one message as the ring and pool take: rest is
+// the payload not yet sent (total bytes in all), started whether its first
+// frame went out. It returns the bytes of rest consumed, whether the first
+// frame is out now, and whether the message is complete. txMu held.
+func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed int, startedOut, done bool) {
+	if !started && eagerFits(c.tx.SlotSize(), len(hdr), total) {
+		d, t, ok := c.tx.TryReserve()
+		if !ok {
+			return 0, false, false
+		}
+		putEager(d, hdr, rest)
+		c.commit(t)
+		return len(rest), true, true
+	}
+	for !started || consumed < len(rest) {
+		idx, buf, ok := c.txPool.TryAlloc()
+		if !ok {
+			return consumed, started, false
+		}
+		d, t, ok := c.tx.TryReserve()
+		if !ok {
+			c.txPool.Free(idx)
+			return consumed, started, false
+		}
+		k := min(len(rest)-consumed, len(buf))
+		copy(buf, rest[consumed:consumed+k])
+		putBulk(d, !started, hdr, uint64(total), idx, k)
+		c.commit(t)
+		started = true
+		consumed += k
+	}
+	return consumed, true, true
+}
+
+// enqueue copies a message (or its unsent rest) to the pending queue, at its
+// head when front (the rest of a half-sent message others queued behind).
+// txMu held.
+func (c *shmConn) enqueue(hdr, rest []byte, total int, started, front bool) {
+	if c.pendH == len(c.pend) {
+		c.pend, c.pendH, c.arena = c.pend[:0], 0, c.arena[:0]
+		c.hasPend.Store(true)
+		c.n.pending.Add(1)
+	}
+	it := pendItem{n: len(hdr) + len(rest), hl: len(hdr), pos: len(hdr), total: total, started: started}
+	if it.n >= pendBig {
+		it.big = append(append(make([]byte, 0, it.n), hdr...), rest...)
+	} else {
+		it.off = len(c.arena)
+		c.arena = append(append(c.arena, hdr...), rest...)
+	}
+	switch {
+	case !front:
+		c.pend = append(c.pend, it)
+	case c.pendH > 0:
+		c.pendH--
+		c.pend[c.pendH] = it
+	default:
+		c.pend = append(c.pend, pendItem{})
+		copy(c.pend[1:], c.pend)
+		c.pend[0] = it
+	}
+}
+
+// bytes returns a queued message's bytes.
+func (c *shmConn) bytesOf(it *pendItem) []byte {
+	if it.big != nil {
+		return it.big
+	}
+	return c.arena[it.off : it.off+it.n]
+}
+
+// flushLocked sends queued messages in order while there is room, unless a
+// Send is half-way through a message (partial). txMu held.
+func (c *shmConn) flushLocked() {
+	if c.partial {
+		return
+	}
+	sent := false
+	for c.pendH < len(c.pend) {
+		it := &c.pend[c.pendH]
+		b := c.bytesOf(it)
+		consumed, started, done := c.trySend(b[:it.hl], b[it.pos:], it.total, it.started)
+		sent = sent || started != it.started || consumed > 0
+		it.pos += consumed
+		it.started = started
+		if !done {
+			break
+		}
+		*it = pendItem{}
+		c.pendH++
+	}
+	if sent {
+		c.kick()
+	}
+	switch {
+	case c.pendH == len(c.pend) && c.hasPend.Load():
+		c.pend, c.pendH, c.arena = c.pend[:0], 0, c.arena[:0]
+		c.hasPend.Store(false)
+		c.n.pending.Add(-1)
+	case c.pendH >= 1024 && 2*c.pendH >= len(c.pend):
+		// Compact: drop the sent prefix of the queue and of the arena.
+		live := c.pend[c.pendH:]
+		base := -1
+		for i := range live {
+			if live[i].big == nil {
+				if base < 0 {
+					base = live[i].off
+				}
+				live[i].off -= base
+			}
+		}
+		if base > 0 {
+			c.arena = c.arena[:copy(c.arena, c.arena[base:])]
+		} else if base < 0 {
+			c.arena = c.arena[:0]
+		}
+		c.pend = c.pend[:copy(c.pend, live)]
+		c.pendH = 0
+	}
+}
+
+// blockLocked asks the receiver to ring our doorbell when it frees room, then
+// tries once more (the receiver may have freed room before it could see the
+// request). txMu held.
+func (c *shmConn) blockLocked() {
+	c.txBlocked.Store(1)
+	c.flushLocked()
+}
+
+// flush is flushLocked for the progress goroutine. A sender that holds txMu
+// flushes the queue itself before it sends, so a busy lock is skipped.
+func (c *shmConn) flush() {
+	if !c.txMu.TryLock() {
+		return
+	}
+	if !c.dead && c.pendH < len(c.pend) {
+		c.flushLocked()
+		if c.pendH < len(c.pend) {
+			c.blockLocked()
+		}
+	}
+	c.txMu.Unlock()
+}
+
+// dropPending discards the queue (the peer is gone). txMu held.
+func (c *shmConn) dropPending() {
+	if c.pendH < len(c.pend) {
+		c.n.st.dropped.Add(uint64(len(c.pend) - c.pendH))
+	}
+	if c.hasPend.Load() {
+		c.hasPend.Store(false)
+		c.n.pending.Add(-1)
+	}
+	c.pend, c.pendH, c.arena = nil, 0, nil
+}
+
+// drain runs the Handler for up to max messages of the peer's ring. Net.rxMu held.
+func (c *shmConn) drain(n *Net, max int) int {
+	if c.rx == nil {
+		return 0
+	}
+	k, got := 0, 0
+	for k < max {
+		d, ok := c.rx.Peek()
+		if !ok {
+			break
+		}
+		f, err := decodeSlot(d, c.rxPool.NumBufs(), c.rxPool.BufSize())
+		if err != nil {
+			n.st.malformed.Add(1)
+			c.asmOn = false
+			c.rx.Release()
+			k++
+			continue
+		}
+		switch f.kind {
+		case slotEager:
+			if c.asmOn {
+				n.st.malformed.Add(1)
+				c.asmOn = false
+			}
+			hl := copy(n.hdrBuf[:], f.hdr)
+			got++
+			n.h(c.peer, n.hdrBuf[:hl:hl], f.payload)
+			c.rx.Release()
+		case slotBulkFirst:
+			if c.asmOn {
+				n.st.malformed.Add(1)
+				c.asmOn = false
+			}
+			buf, _ := c.rxPool.Buf(f.buf)
+			chunk := buf[:f.n:f.n]
+			if f.total == uint64(f.n) {
+				hl := copy(n.hdrBuf[:], f.hdr)
+				got++
+				n.h(c.peer, n.hdrBuf[:hl:hl], chunk)
+			} else {
+				c.asmHL = copy(c.asmHdr[:], f.hdr)
+				c.asmTotal = int(f.total)
+				if cap(c.asm) < c.asmTotal {
+					c.asm = make([]byte, c.asmTotal)
+				}
+				c.asmOff = copy(c.asm[:c.asmTotal], chunk)
+				c.asmOn = true
+			}
+			c.rx.Release()
+			c.freeBuf(f.buf)
+		case slotBulkCont:
+			buf, _ := c.rxPool.Buf(f.buf)
+			if !c.asmOn || f.n > c.asmTotal-c.asmOff {
+				n.st.malformed.Add(1)
+				c.asmOn = false
+			} else {
+				c.asmOff += copy(c.asm[c.asmOff:c.asmTotal], buf[:f.n])
+				if c.asmOff == c.asmTotal {
+					c.asmOn = false
+					got++
+					n.h(c.peer, c.asmHdr[:c.asmHL:c.asmHL], c.asm[:c.asmTotal:c.asmTotal])
+					if cap(c.asm) > 64<<20 {
+						c.asm = nil
+					}
+				}
+			}
+			c.rx.Release()
+			c.freeBuf(f.buf)
+		}
+		k++
+	}
+	if got > 0 {
+		n.st.recv.Add(uint64(got))
+	}
+	if k > 0 && c.rxBlocked.Load() != 0 && c.rxBlocked.Swap(0) != 0 {
+		c.peerBell.Ring()
+	}
+	return k
+}
+
+// freeBuf returns a pool buffer of the peer's; a double free is the peer's
+// doing and is counted.
+func (c *shmConn) freeBuf(idx int) {
+	if c.rxPool.Free(idx) != nil {
+		c.n.st.malformed.Add(1)
+	}
+}
+
+// reapGone retires connections whose peer is gone once their ring is drained.
+func (n *Net) reapGone() {
+	n.anyGone.Store(false)
+	for _, c := range *n.rxConns.Load() {
+		if !c.gone.Load() {
+			continue
+		}
+		n.rxMu.Lock()
+		if n.stopped {
+			n.rxMu.Unlock()
+			return
+		}
+		n.progressLocked()
+		if !c.rx.Empty() {
+			n.anyGone.Store(true) // again next time
+			n.rxMu.Unlock()
+			continue
+		}
+		n.dropConn(c.peer.ID, c, c)
+		n.st.lost.Add(1)
+		c.sock.Close()
+		c.release()
+		c.rx = nil
+		n.rxMu.Unlock()
+	}
+}

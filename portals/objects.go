@@ -1,0 +1,723 @@
+package portals
+
+import (
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// ---- Portal table entries (Portals 4.3 §3.7) ----
+
+// ptEntry is one portal table entry: its EQ, priority and overflow lists, unexpected
+// headers and state. Guarded by the physical NI's lock.
+type ptEntry struct {
+	alloc   bool
+	enabled bool
+	opts    PTOptions
+	eq      *eqObj
+	lists   [2]elist
+	uh      uhList
+}
+
+// PTAlloc implements PtlPTAlloc (Portals 4.3 §3.7.1): it allocates portal table entry req
+// (or the lowest free one for PTAny) with an optional EQ.
+func (h NIHandle) PTAlloc(options PTOptions, eq EQHandle, req PTIndex) (PTIndex, error) {
+	const fn = "PtlPTAlloc"
+	ni, p, err := lockNI(h, fn)
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.Unlock()
+	if options&^(PTOnlyUseOnce|PTOnlyTruncate|PTFlowCtrl|PTAllocDisabled) != 0 {
+		return 0, errf(ErrArgInvalid, fn, "options "+options.String()+" hold unknown bits")
+	}
+	q, err := ni.optEQ(eq, fn, "eq_handle")
+	if err != nil {
+		return 0, err
+	}
+	if options&PTFlowCtrl != 0 && q == nil {
+		return 0, errf(ErrPTEQNeeded, fn, "PTL_PT_FLOWCTRL needs an event queue")
+	}
+	idx := req
+	if req == PTAny {
+		idx = PTAny
+		for i := range ni.pts {
+			if !ni.pts[i].alloc {
+				idx = PTIndex(i)
+				break
+			}
+		}
+		if idx == PTAny {
+			return 0, errf(ErrPTFull, fn, "all "+strconv.Itoa(len(ni.pts))+" portal table entries are allocated")
+		}
+	} else if int64(req) > int64(ni.lim.MaxPTIndex) {
+		return 0, errf(ErrArgInvalid, fn, "pt_index_req "+strconv.FormatUint(uint64(req), 10)+" is above max_pt_index "+strconv.Itoa(ni.lim.MaxPTIndex))
+	} else if ni.pts[req].alloc {
+		return 0, errf(ErrPTInUse, fn, "pt_index_req "+strconv.FormatUint(uint64(req), 10)+" is allocated")
+	}
+	pt := &ni.pts[idx]
+	*pt = ptEntry{alloc: true, enabled: options&PTAllocDisabled == 0, opts: options, eq: q}
+	if q != nil {
+		q.attached++
+		if options&PTFlowCtrl != 0 {
+			// Implementation Note 13: one slot per flow-controlled PT is kept for its
+			// PTL_EVENT_PT_DISABLED.
+			q.reserved++
+			q.grow(1)
+		}
+	}
+	return idx, nil
+}
+
+func (ni *logicalNI) pt(idx PTIndex, fn string) (*ptEntry, error) {
+	if int64(idx) > int64(ni.lim.MaxPTIndex) || !ni.pts[idx].alloc {
+		return nil, errf(ErrArgInvalid, fn, "pt_index "+strconv.FormatUint(uint64(idx), 10)+" is not an allocated portal table entry")
+	}
+	return &ni.pts[idx], nil
+}
+
+// PTFree implements PtlPTFree (Portals 4.3 §3.7.2); ErrPTInUse while list entries or
+// unexpected headers are attached.
+func (h NIHandle) PTFree(idx PTIndex) error {
+	const fn = "PtlPTFree"
+	ni, p, err := lockNI(h, fn)
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	pt, err := ni.pt(idx, fn)
+	if err != nil {
+		return err
+	}
+	if pt.lists[0].n+pt.lists[1].n > 0 || pt.uh.n > 0 {
+		return errf(ErrPTInUse, fn, "pt_index "+strconv.FormatUint(uint64(idx), 10)+" has list entries or unexpected headers attached")
+	}
+	if pt.eq != nil {
+		pt.eq.attached--
+		if pt.opts&PTFlowCtrl != 0 {
+			pt.eq.reserved--
+		}
+	}
+	*pt = ptEntry{}
+	return nil
+}
+
+// PTDisable implements PtlPTDisable (Portals 4.3 §3.7.3): messages arriving afterwards are
+// dropped and their initiators see PTL_NI_PT_DISABLED; no PTL_EVENT_PT_DISABLED is posted.
+// Messages are processed whole under the NI's lock, so when it returns no message is in
+// progress on the entry.
+func (h NIHandle) PTDisable(idx PTIndex) error { return h.ptSet(idx, false, "PtlPTDisable") }
+
+// PTEnable implements PtlPTEnable (Portals 4.3 §3.7.4), also after flow control disabled it.
+func (h NIHandle) PTEnable(idx PTIndex) error { return h.ptSet(idx, true, "PtlPTEnable") }
+
+func (h NIHandle) ptSet(idx PTIndex, on bool, fn string) error {
+	ni, p, err := lockNI(h, fn)
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	pt, err := ni.pt(idx, fn)
+	if err != nil {
+		return err
+	}
+	pt.enabled = on
+	return nil
+}
+
+// ---- Memory descriptors (Portals 4.3 §3.10) ----
+
+type mdObj struct {
+	region
+	ni   *logicalNI
+	h    MDHandle
+	opts MDOptions
+	eq   *eqObj
+	ct   *ctObj
+	// Operations whose PTL_EVENT_SEND (sends) or PTL_EVENT_REPLY (gets) is not yet
+	// delivered (§3.10.4). sends is an atomic so that a put whose SEND posts nothing ends
+	// without taking the NI lock again.
+	sends atomic.Int32
+	gets  int
+}
+
+// MDBind implements PtlMDBind (Portals 4.3 §3.10.3). The descriptor is copied; with
+// MDIovec the element list is copied too (the elements' memory is used in place).
+func (h NIHandle) MDBind(md MD) (MDHandle, error) {
+	const fn = "PtlMDBind"
+	ni, p, err := lockNI(h, fn)
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.Unlock()
+	if md.Options >= MDIovec<<1 {
+		return 0, errf(ErrArgInvalid, fn, "md options "+md.Options.String()+" hold unknown bits")
+	}
+	o := &mdObj{ni: ni, opts: md.Options}
+	if md.Options&MDIovec != 0 {
+		if len(md.Iov) > ni.lim.MaxIovecs {
+			return 0, errf(ErrArgInvalid, fn, "md has "+strconv.Itoa(len(md.Iov))+" iovecs, above max_iovecs "+strconv.Itoa(ni.lim.MaxIovecs))
+		}
+		o.iov = append([][]byte(nil), md.Iov...)
+		for _, v := range o.iov {
+			o.length += uint64(len(v))
+		}
+	} else {
+		o.buf = md.Buf
+		o.length = uint64(len(md.Buf))
+	}
+	if o.eq, err = ni.optEQ(md.EQ, fn, "md eq_handle"); err != nil {
+		return 0, err
+	}
+	if o.ct, err = ni.optCT(md.CT, fn, "md ct_handle"); err != nil {
+		return 0, err
+	}
+	slot, gen, ok := ni.mds.alloc(o)
+	if !ok {
+		return 0, errf(ErrNoSpace, fn, "max_mds "+strconv.Itoa(ni.lim.MaxMDs)+" MDs are bound")
+	}
+	o.h = MDHandle(mkHandle(kindMD, p.iface, ni.idx, gen, slot))
+	if o.eq != nil {
+		o.eq.attached++
+	}
+	return o.h, nil
+}
+
+func (ni *logicalNI) md(h MDHandle) *mdObj {
+	hh := Handle(h)
+	if hh.kind() != kindMD || hh.niIndex() != ni.idx {
+		return nil
+	}
+	return ni.mds.get(hh.slot(), hh.gen())
+}
+
+// lockMD checks an MD handle and returns the MD with p.mu held.
+func lockMD(h MDHandle, fn, arg string) (*mdObj, *physNI, error) {
+	ni, p, err := lockObj(Handle(h), kindMD, fn, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := ni.md(h)
+	if m == nil {
+		p.mu.Unlock()
+		return nil, nil, errf(ErrArgInvalid, fn, arg+" names a released MD")
+	}
+	return m, p, nil
+}
+
+// Release implements PtlMDRelease (Portals 4.3 §3.10.4). While an operation on the MD is
+// pending (its PTL_EVENT_SEND or PTL_EVENT_REPLY not yet delivered) it returns ErrInUse (the
+// spec names no code for this; see docs/portals.md). Acks arriving after the release are
+// dropped and counted in PTL_SR_DROP_COUNT.
+func (h MDHandle) Release() error {
+	const fn = "PtlMDRelease"
+	m, p, err := lockMD(h, fn, "md_handle")
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	if n := int(m.sends.Load()) + m.gets; n > 0 {
+		return errf(ErrInUse, fn, strconv.Itoa(n)+" operations on the MD are pending")
+	}
+	if m.eq != nil {
+		m.eq.attached--
+	}
+	m.ni.mds.release(Handle(h).slot())
+	return nil
+}
+
+// ---- Event queues (Portals 4.3 §3.13) ----
+
+type eqObj struct {
+	ni       *logicalNI
+	h        EQHandle
+	ring     []Event
+	head, n  int
+	dropped  bool
+	reserved int // slots kept for PTL_EVENT_PT_DISABLED of flow-controlled PTs
+	attached int
+	freed    bool
+}
+
+func (q *eqObj) grow(k int) {
+	r := make([]Event, len(q.ring)+k)
+	for i := 0; i < q.n; i++ {
+		r[i] = q.ring[(q.head+i)%len(q.ring)]
+	}
+	q.ring, q.head = r, 0
+}
+
+// full reports whether a flow-controlled PT must treat the EQ as full (§3.13.5: the slots
+// reserved for PT_DISABLED do not count as free).
+func (q *eqObj) full() bool { return q.n >= len(q.ring)-q.reserved }
+
+// post appends an event. When the ring is full the oldest event is overwritten and the next
+// successful EQGet/EQWait/EQPoll returns PTL_EQ_DROPPED (§3.13.5, §3.13.7).
+func (q *eqObj) post(ev *Event) {
+	if q == nil || q.freed {
+		return
+	}
+	if q.n == len(q.ring) {
+		q.head = (q.head + 1) % len(q.ring)
+		q.n--
+		q.dropped = true
+	}
+	i := q.head + q.n
+	if i >= len(q.ring) {
+		i -= len(q.ring)
+	}
+	q.ring[i] = *ev
+	q.n++
+	q.ni.p.posted = true
+}
+
+// take removes the oldest event; with p.mu held.
+func (q *eqObj) take(ev *Event) (bool, error) {
+	if q.n == 0 {
+		return false, nil
+	}
+	*ev = q.ring[q.head]
+	q.ring[q.head] = Event{}
+	q.head++
+	if q.head == len(q.ring) {
+		q.head = 0
+	}
+	q.n--
+	if q.dropped {
+		q.dropped = false
+		return true, errEQDropped
+	}
+	return true, nil
+}
+
+// EQAlloc implements PtlEQAlloc (Portals 4.3 §3.13.5): an event queue of at least count
+// events.
+func (h NIHandle) EQAlloc(count uint64) (EQHandle, error) {
+	const fn = "PtlEQAlloc"
+	ni, p, err := lockNI(h, fn)
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.Unlock()
+	if count == 0 || count > 1<<24 {
+		return 0, errf(ErrArgInvalid, fn, "count "+strconv.FormatUint(count, 10)+" is not in [1, 2^24]")
+	}
+	q := &eqObj{ni: ni, ring: make([]Event, count)}
+	slot, gen, ok := ni.eqs.alloc(q)
+	if !ok {
+		return 0, errf(ErrNoSpace, fn, "max_eqs "+strconv.Itoa(ni.lim.MaxEQs)+" EQs are allocated")
+	}
+	q.h = EQHandle(mkHandle(kindEQ, p.iface, ni.idx, gen, slot))
+	return q.h, nil
+}
+
+// optional looks up an optional EQ or CT handle of this NI (0 means none).
+func optional[T any](ni *logicalNI, h Handle, k handleKind, tbl *table[T], fn, arg, what string) (*T, error) {
+	if h == 0 {
+		return nil, nil
+	}
+	if h.kind() != k || h.iface() != ni.p.iface || h.niIndex() != ni.idx {
+		return nil, errf(ErrArgInvalid, fn, arg+" is not one of this NI's "+what+"s")
+	}
+	o := tbl.get(h.slot(), h.gen())
+	if o == nil {
+		return nil, errf(ErrArgInvalid, fn, arg+" names a freed "+what)
+	}
+	return o, nil
+}
+
+// lockLive checks a handle of kind k and returns its object with p.mu held.
+func lockLive[T any](h Handle, k handleKind, tbl func(*logicalNI) *table[T], fn, arg, what string) (*T, *physNI, error) {
+	ni, p, err := lockObj(h, k, fn, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := tbl(ni).get(h.slot(), h.gen())
+	if o == nil {
+		p.mu.Unlock()
+		return nil, nil, errf(ErrArgInvalid, fn, arg+" names a "+what)
+	}
+	return o, p, nil
+}
+
+func (ni *logicalNI) optEQ(h EQHandle, fn, arg string) (*eqObj, error) {
+	return optional(ni, Handle(h), kindEQ, &ni.eqs, fn, arg, "EQ")
+}
+
+func lockEQ(h EQHandle, fn string) (*eqObj, *physNI, error) {
+	return lockLive(Handle(h), kindEQ, func(ni *logicalNI) *table[eqObj] { return &ni.eqs }, fn, "eq_handle", "freed EQ")
+}
+
+// Free implements PtlEQFree (Portals 4.3 §3.13.6). MDs and portal table entries using the
+// EQ must be released first (ErrArgInvalid otherwise).
+func (h EQHandle) Free() error {
+	const fn = "PtlEQFree"
+	q, p, err := lockEQ(h, fn)
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	if q.attached > 0 {
+		return errf(ErrArgInvalid, fn, "the EQ is still used by "+strconv.Itoa(q.attached)+" MDs or portal table entries")
+	}
+	q.freed = true
+	q.ni.eqs.release(Handle(h).slot())
+	p.wakeLocked()
+	return nil
+}
+
+// Get implements PtlEQGet (Portals 4.3 §3.13.7): the oldest event, without blocking.
+// ErrEQEmpty when there is none; ErrEQDropped comes with a valid event when events were
+// lost since the last successful Get.
+func (h EQHandle) Get() (Event, error) {
+	var ev Event
+	q, p, err := lockEQ(h, "PtlEQGet")
+	if err != nil {
+		return ev, err
+	}
+	ok, derr := q.take(&ev)
+	p.mu.Unlock()
+	if !ok {
+		p.net.Poll()
+		if q, p, err = lockEQ(h, "PtlEQGet"); err != nil {
+			return ev, err
+		}
+		ok, derr = q.take(&ev)
+		p.mu.Unlock()
+		if !ok {
+			return ev, errEQEmpty
+		}
+	}
+	return ev, derr
+}
+
+// Wait implements PtlEQWait (Portals 4.3 §3.13.8): it blocks until an event arrives.
+func (h EQHandle) Wait() (Event, error) {
+	ev, _, err := EQPoll([]EQHandle{h}, TimeForever)
+	return ev, err
+}
+
+// EQPoll implements PtlEQPoll (Portals 4.3 §3.13.9): it returns the oldest event of the
+// first EQ in eqs (array order) that has one, and that EQ's index, waiting up to timeout
+// (0 polls once; TimeForever never times out). ErrEQEmpty on timeout. All EQs must belong
+// to one physical NI (they may belong to different logical NIs of it).
+func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
+	const fn = "PtlEQPoll"
+	var ev Event
+	if !initialized() {
+		return ev, -1, errf(ErrNoInit, fn, "")
+	}
+	if len(eqs) == 0 {
+		return ev, -1, errf(ErrArgInvalid, fn, "size is 0")
+	}
+	_, p, err := lockEQ(eqs[0], fn)
+	if err != nil {
+		return ev, -1, err
+	}
+	for i, h := range eqs {
+		hh := Handle(h)
+		if hh.kind() != kindEQ || hh.iface() != p.iface || p.nis[hh.niIndex()] == nil ||
+			p.nis[hh.niIndex()].eqs.get(hh.slot(), hh.gen()) == nil {
+			p.mu.Unlock()
+			return ev, -1, errf(ErrArgInvalid, fn, "eq_handles["+strconv.Itoa(i)+"] is not a live EQ of the physical NI of eq_handles[0]")
+		}
+	}
+	p.mu.Unlock()
+	which := -1
+	var derr error
+	err = p.waitFor(timeout, func() (bool, error) {
+		for i, h := range eqs {
+			hh := Handle(h)
+			ni := p.nis[hh.niIndex()]
+			if ni == nil {
+				return true, errf(ErrArgInvalid, fn, "an EQ's NI was finalized")
+			}
+			q := ni.eqs.get(hh.slot(), hh.gen())
+			if q == nil {
+				return true, errf(ErrArgInvalid, fn, "an EQ was freed")
+			}
+			var ok bool
+			if ok, derr = q.take(&ev); ok {
+				which = i
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return ev, -1, err
+	}
+	if which < 0 {
+		return ev, -1, errEQEmpty
+	}
+	return ev, which, derr
+}
+
+// ---- Counting events (Portals 4.3 §3.14) ----
+
+type ctObj struct {
+	ni    *logicalNI
+	h     CTHandle
+	succ  atomicU64
+	fail  atomicU64
+	freed bool
+}
+
+// add updates the counter (§3.14: modulo 2^64). It is the one place counters change, so
+// triggered operations (part 2) hook in here. With p.mu held.
+func (c *ctObj) add(s, f uint64) {
+	if c == nil || c.freed {
+		return
+	}
+	if s != 0 {
+		c.succ.Add(s)
+	}
+	if f != 0 {
+		c.fail.Add(f)
+	}
+	c.ni.p.posted = true
+}
+
+func (ni *logicalNI) optCT(h CTHandle, fn, arg string) (*ctObj, error) {
+	return optional(ni, Handle(h), kindCT, &ni.cts, fn, arg, "CT")
+}
+
+func lockCT(h CTHandle, fn string) (*ctObj, *physNI, error) {
+	return lockLive(Handle(h), kindCT, func(ni *logicalNI) *table[ctObj] { return &ni.cts }, fn, "ct_handle", "freed CT")
+}
+
+// CTAlloc implements PtlCTAlloc (Portals 4.3 §3.14.2): a counter at {0, 0}.
+func (h NIHandle) CTAlloc() (CTHandle, error) {
+	const fn = "PtlCTAlloc"
+	ni, p, err := lockNI(h, fn)
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.Unlock()
+	c := &ctObj{ni: ni}
+	slot, gen, ok := ni.cts.alloc(c)
+	if !ok {
+		return 0, errf(ErrNoSpace, fn, "max_cts "+strconv.Itoa(ni.lim.MaxCTs)+" CTs are allocated")
+	}
+	c.h = CTHandle(mkHandle(kindCT, p.iface, ni.idx, gen, slot))
+	return c.h, nil
+}
+
+// Free implements PtlCTFree (Portals 4.3 §3.14.3). Entries and MDs still naming the CT
+// stop counting into it.
+func (h CTHandle) Free() error {
+	c, p, err := lockCT(h, "PtlCTFree")
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	c.freed = true
+	c.ni.cts.release(Handle(h).slot())
+	p.wakeLocked()
+	return nil
+}
+
+// CancelTriggered implements PtlCTCancelTriggered (Portals 4.3 §3.14.4): it deletes the
+// triggered operations waiting on the CT. Triggered operations come in part 2, so there are
+// none yet; the call checks its handle.
+func (h CTHandle) CancelTriggered() error {
+	_, p, err := lockCT(h, "PtlCTCancelTriggered")
+	if err != nil {
+		return err
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// Get implements PtlCTGet (Portals 4.3 §3.14.5).
+func (h CTHandle) Get() (CTEvent, error) {
+	c, p, err := lockCT(h, "PtlCTGet")
+	if err != nil {
+		return CTEvent{}, err
+	}
+	v := CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+	p.mu.Unlock()
+	return v, nil
+}
+
+// Set implements PtlCTSet (Portals 4.3 §3.14.8).
+func (h CTHandle) Set(v CTEvent) error {
+	c, p, err := lockCT(h, "PtlCTSet")
+	if err != nil {
+		return err
+	}
+	c.succ.Store(v.Success)
+	c.fail.Store(v.Failure)
+	p.posted = true
+	p.unlockWake()
+	return nil
+}
+
+// Inc implements PtlCTInc (Portals 4.3 §3.14.9): only one of the two fields may be non-zero;
+// arithmetic is modulo 2^64.
+func (h CTHandle) Inc(v CTEvent) error {
+	if v.Success != 0 && v.Failure != 0 {
+		return errf(ErrArgInvalid, "PtlCTInc", "increment has both success and failure non-zero")
+	}
+	c, p, err := lockCT(h, "PtlCTInc")
+	if err != nil {
+		return err
+	}
+	c.add(v.Success, v.Failure)
+	p.unlockWake()
+	return nil
+}
+
+// Wait implements PtlCTWait (Portals 4.3 §3.14.6): it blocks until success ≥ test or
+// failure ≠ 0.
+func (h CTHandle) Wait(test uint64) (CTEvent, error) {
+	c, p, err := lockCT(h, "PtlCTWait")
+	if err != nil {
+		return CTEvent{}, err
+	}
+	v := CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+	p.mu.Unlock()
+	if v.Success >= test || v.Failure != 0 {
+		return v, nil
+	}
+	v, _, err = CTPoll([]CTHandle{h}, []uint64{test}, TimeForever)
+	return v, err
+}
+
+// CTPoll implements PtlCTPoll (Portals 4.3 §3.14.7): the first CT (array order) with
+// success ≥ its test or failure ≠ 0, waiting up to timeout; ErrCTNoneReached on timeout.
+func CTPoll(cts []CTHandle, tests []uint64, timeout time.Duration) (CTEvent, int, error) {
+	const fn = "PtlCTPoll"
+	if !initialized() {
+		return CTEvent{}, -1, errf(ErrNoInit, fn, "")
+	}
+	if len(cts) == 0 || len(cts) != len(tests) {
+		return CTEvent{}, -1, errf(ErrArgInvalid, fn, "size is 0 or ct_handles and tests differ in length")
+	}
+	_, p, err := lockCT(cts[0], fn)
+	if err != nil {
+		return CTEvent{}, -1, err
+	}
+	p.mu.Unlock()
+	var v CTEvent
+	which := -1
+	err = p.waitFor(timeout, func() (bool, error) {
+		for i, h := range cts {
+			hh := Handle(h)
+			var c *ctObj
+			if hh.kind() == kindCT && hh.iface() == p.iface {
+				if ni := p.nis[hh.niIndex()]; ni != nil {
+					c = ni.cts.get(hh.slot(), hh.gen())
+				}
+			}
+			if c == nil {
+				return true, errf(ErrArgInvalid, fn, "ct_handles["+strconv.Itoa(i)+"] is not a live CT of the physical NI of ct_handles[0]")
+			}
+			s, f := c.succ.Load(), c.fail.Load()
+			if s >= tests[i] || f != 0 {
+				v, which = CTEvent{s, f}, i
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return CTEvent{}, -1, err
+	}
+	if which < 0 {
+		return CTEvent{}, -1, errCTNoneReached
+	}
+	return v, which, nil
+}
+
+// ---- Waiting and progress ----
+
+// wakeLocked wakes every goroutine blocked in waitFor; with p.mu held.
+func (p *physNI) wakeLocked() {
+	p.posted = false
+	if p.waiters > 0 {
+		close(p.wake)
+		p.wake = make(chan struct{})
+	}
+}
+
+// unlockWake releases p.mu, first waking waiters if an event or counter changed.
+func (p *physNI) unlockWake() {
+	if p.posted {
+		p.wakeLocked()
+	}
+	p.mu.Unlock()
+}
+
+// spinTime is how long a wait polls the transport inline before it blocks: about the
+// transport's own polling period, so that a round trip in progress is caught by the spin
+// instead of by a sleep and a wake-up on each side.
+const spinTime = 50 * time.Microsecond
+
+// waitFor runs try (with p.mu held) until it reports done, polling the transport inline
+// (inline progress) for up to spinTime and then blocking until an event or counter changes
+// or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
+func (p *physNI) waitFor(timeout time.Duration, try func() (bool, error)) error {
+	var deadline, spinUntil time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for spin := 0; ; spin++ {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return errf(ErrArgInvalid, "wait", "the NI was finalized")
+		}
+		done, err := try()
+		if done || err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		if timeout == 0 && spin > 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		if spin == 0 {
+			spinUntil = time.Now().Add(spinTime)
+		}
+		if timeout == 0 || spin&15 != 15 || time.Now().Before(spinUntil) {
+			p.mu.Unlock()
+			if p.net.Poll() == 0 && spin > 4 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		ch := p.wake
+		p.waiters++
+		p.mu.Unlock()
+		if timeout < 0 {
+			<-ch
+		} else {
+			d := time.Until(deadline)
+			if d <= 0 {
+				p.mu.Lock()
+				p.waiters--
+				p.mu.Unlock()
+				return nil
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-ch:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		p.mu.Lock()
+		p.waiters--
+		p.mu.Unlock()
+		if timeout > 0 && !time.Now().Before(deadline) {
+			// one last look before reporting the timeout
+			p.mu.Lock()
+			done, err := try()
+			p.mu.Unlock()
+			_ = done
+			return err
+		}
+	}
+}

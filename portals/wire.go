@@ -1,0 +1,130 @@
+package portals
+
+import "encoding/binary"
+
+// The wire header of the software NIC: one per transport message, before the payload. The
+// spec mandates no format (Implementation Note 1); the fields are those of §4.2.1 Tables
+// 4-1 to 4-6. The sender's nid, pid and uid are not in it: the transport authenticates them
+// (ptlnet.Peer), so they cannot be forged (§2.5, §3.8 "protected header").
+//
+//	off size field
+//	  0  1   magic (wireMagic)
+//	  1  1   op (opPut ... opReply)
+//	  2  1   logical NI index (0..3) of both ends
+//	  3  1   ack request (requests), ack request being answered (acks)
+//	  4  1   atomic operation
+//	  5  1   atomic datatype
+//	  6  1   list the target used (acks, replies)
+//	  7  1   ni_fail_type (acks, replies)
+//	  8  4   pt_index
+//	 12  4   reserved, zero
+//	 16  8   match bits
+//	 24  8   remote offset (requests), offset the target used (acks, replies)
+//	 32  8   requested length
+//	 40  8   initiator MD handle (ack or reply destination)
+//	 48  8   user_ptr, echoed in acks and replies
+//	 56  8   hdr_data
+//	 64  8   local offset for the reply data in the MD
+//	 72  8   manipulated length (acks, replies)
+//
+// Payloads: put and atomic carry the data; fetch carries the operand data; swap carries
+// the data followed by one operand item of the datatype; reply carries the manipulated data.
+type wireHdr []byte
+
+const (
+	hdrLen    = 80
+	wireMagic = 0xb4
+)
+
+// Operations on the wire.
+const (
+	opPut byte = 1 + iota
+	opGet
+	opAtomic
+	opFetch
+	opSwap
+	opAck
+	opReply
+	opEnd
+)
+
+var le = binary.LittleEndian
+
+func (h wireHdr) op() byte            { return h[1] }
+func (h wireHdr) ni() int             { return int(h[2]) }
+func (h wireHdr) ackReq() AckReq      { return AckReq(h[3]) }
+func (h wireHdr) aop() AtomicOp       { return AtomicOp(h[4]) }
+func (h wireHdr) dt() Datatype        { return Datatype(h[5]) }
+func (h wireHdr) list() List          { return List(h[6]) }
+func (h wireHdr) fail() NIFail        { return NIFail(h[7]) }
+func (h wireHdr) pt() PTIndex         { return PTIndex(le.Uint32(h[8:])) }
+func (h wireHdr) bits() MatchBits     { return MatchBits(le.Uint64(h[16:])) }
+func (h wireHdr) roff() uint64        { return le.Uint64(h[24:]) }
+func (h wireHdr) length() uint64      { return le.Uint64(h[32:]) }
+func (h wireHdr) md() MDHandle        { return MDHandle(le.Uint64(h[40:])) }
+func (h wireHdr) userPtr() uint64     { return le.Uint64(h[48:]) }
+func (h wireHdr) hdrData() uint64     { return le.Uint64(h[56:]) }
+func (h wireHdr) localOff() uint64    { return le.Uint64(h[64:]) }
+func (h wireHdr) mlength() uint64     { return le.Uint64(h[72:]) }
+func (h wireHdr) setMLength(v uint64) { le.PutUint64(h[72:], v) }
+
+// request fills a request header.
+func (h wireHdr) request(op byte, ni int, ack AckReq, aop AtomicOp, dt Datatype, pt PTIndex, bits MatchBits,
+	roff, length uint64, md MDHandle, userPtr, hdrData, localOff uint64) {
+	h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7] = wireMagic, op, byte(ni), byte(ack), byte(aop), byte(dt), 0, 0
+	le.PutUint32(h[8:], uint32(pt))
+	le.PutUint32(h[12:], 0)
+	le.PutUint64(h[16:], uint64(bits))
+	le.PutUint64(h[24:], roff)
+	le.PutUint64(h[32:], length)
+	le.PutUint64(h[40:], uint64(md))
+	le.PutUint64(h[48:], userPtr)
+	le.PutUint64(h[56:], hdrData)
+	le.PutUint64(h[64:], localOff)
+	le.PutUint64(h[72:], 0)
+}
+
+// response fills an ack or reply header answering request r.
+func (h wireHdr) response(op byte, r wireHdr, list List, fail NIFail, off, mlength uint64) {
+	h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7] = wireMagic, op, r[2], r[3], r[4], r[5], byte(list), byte(fail)
+	copy(h[8:16], r[8:16])
+	le.PutUint64(h[16:], 0)
+	le.PutUint64(h[24:], off)
+	le.PutUint64(h[32:], r.length())
+	copy(h[40:72], r[40:72])
+	le.PutUint64(h[72:], mlength)
+}
+
+// check validates a received header and the payload length against it: every field a
+// receiver uses is in range and the payload is exactly as long as the header says. It is the
+// only gate between the transport and the engine; nothing else trusts the bytes.
+func (h wireHdr) check(payload []byte) bool {
+	if len(h) != hdrLen || h[0] != wireMagic || h[1] == 0 || h[1] >= opEnd || h[2] > 3 ||
+		le.Uint32(h[12:]) != 0 {
+		return false
+	}
+	n := uint64(len(payload))
+	switch h.op() {
+	case opPut:
+		return h.ackReq() <= OCAckReq && n == h.length() && h[4] == 0 && h[5] == 0
+	case opGet:
+		return n == 0 && h[3] == 0 && h[4] == 0 && h[5] == 0
+	case opAtomic, opFetch, opSwap:
+		sz := h.dt().Size()
+		if sz == 0 || !legalAtomic(h.aop(), h.dt(), h.op()) {
+			return false
+		}
+		if h.op() == opAtomic && h.ackReq() > OCAckReq || h.op() != opAtomic && h[3] != 0 {
+			return false
+		}
+		if h.op() == opSwap {
+			return n == h.length()+uint64(sz)
+		}
+		return n == h.length()
+	case opAck:
+		return n == 0 && h.ackReq() >= AckReqFull && h.ackReq() <= OCAckReq && h[6] <= 1 && h[7] < byte(numNIFail)
+	case opReply:
+		return h[6] <= 1 && h[7] < byte(numNIFail) && n == h.mlength() && n <= h.length()
+	}
+	return false
+}
