@@ -118,6 +118,9 @@ type Remote interface {
 	Poll(repliesOnly bool, d conduit.Delivery) int
 	// Pending reports whether Poll would deliver something.
 	Pending() bool
+	// Arm is called before the rank sleeps (Sleep): wake must be called
+	// once an AM arrives from now on.
+	Arm()
 	// Limits are the AM payload limits to a remote rank.
 	Limits() conduit.Limits
 	// Close ends the connections.
@@ -680,6 +683,9 @@ func (c *Conduit) complain(format string, args ...any) {
 
 // Sleep implements conduit.Conduit.
 func (c *Conduit) Sleep(timeout time.Duration) {
+	if c.cfg.Remote != nil {
+		c.cfg.Remote.Arm()
+	}
 	c.bell.Sleep(c.hasWork, timeout)
 }
 

@@ -1,15 +1,17 @@
 package tcp
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
@@ -22,11 +24,15 @@ import (
 // smp conduit's Remote (ranks on one host keep using shared memory). Every
 // pair of ranks on different hosts has one connection, set up at Start: the
 // lower rank dials, the higher accepts, and both prove the job secret before
-// any frame (internal/auth). A reader goroutine per connection moves arriving frames
-// into an inbound queue (requests and replies apart) and rings the rank's
-// doorbell; Poll delivers them on the polling goroutine, so handlers run
-// where gex expects. Sends write the frame header and the payload with one
-// writev, without copying the payload.
+// any frame (internal/auth).
+//
+// There is no reader goroutine: the goroutine that polls (Poll, which every
+// library wait and the receive goroutine run) reads the sockets itself with
+// non-blocking reads into a per-connection buffer and runs the handlers on
+// the frames where they lie (rx.go). A sender that finds the socket full
+// reads its own receive side while it waits (write), so two ranks flooding
+// each other cannot deadlock. Sleep (the block wait mode) is woken by the
+// waker goroutine's epoll (waker.go) when traffic arrives.
 type Transport struct {
 	cfg       Config
 	b         boot.Bootstrap
@@ -35,36 +41,32 @@ type Transport struct {
 	wake      func()
 	place     func(dest uint64, n int) []byte // this rank's segment bytes for a Long, or nil
 	ln        *net.TCPListener
-	peers     []*link
-	in        [2]inbound // 0 requests, 1 replies
-	queued    atomic.Int64
+	peers     []*link // by rank; nil for ranks on this host
+	links     []*link // the connected peers, built once Start has connected all
+	dmu       sync.Mutex
+	inc       conduit.Incoming // the AM being delivered; guarded by dmu
 	closed    atomic.Bool
 	unflushed atomic.Bool // some link may hold batched frames
-	wg        sync.WaitGroup
+	kready    atomic.Bool // the waker saw a socket become readable since the last Poll
+	w         waker
 }
 
 // link is the connection to one remote rank.
 type link struct {
 	rank int
-	c    net.Conn
-	wmu  sync.Mutex // one writer at a time; guards b
-	b    *batcher   // frames not yet written (batching of small AMs)
+	fd   int // the socket, non-blocking; -1 once closed
 	gone atomic.Bool
-}
 
-// frame is an AM that arrived and waits for Poll.
-type frame struct {
-	src     int
-	h       conduit.Header
-	payload []byte
-	placed  bool // a Long read straight into this rank's segment
-}
+	// Send side: wmu guards everything below it up to rmu.
+	wmu  sync.Mutex
+	b    *batcher // frames not yet written (batching of small AMs)
+	iov  []unix.Iovec
+	pfd  [1]unix.PollFd
+	last int64 // monotonic ns of the last write
 
-type inbound struct {
-	mu      sync.Mutex
-	q       []frame
-	spare   []frame
-	consume sync.Mutex // one consumer at a time
+	// Receive side: rmu guards everything below it (rx.go).
+	rmu sync.Mutex
+	rx
 }
 
 // Config configures a Transport.
@@ -75,13 +77,21 @@ type Config struct {
 	Timeout time.Duration // connecting to a peer and the handshake give up after this
 	// MaxPayload is the largest Medium or Long payload between hosts.
 	MaxPayload int
+	// SockBuf is SO_SNDBUF and SO_RCVBUF of every connection (<= 0: the
+	// kernel's autotuning).
+	SockBuf int
 }
 
 // Environment variables of the tcp conduit.
 const (
 	EnvAddr    = "GEX_TCP_ADDR"    // address to listen on (default: this host's address)
 	EnvTimeout = "GEX_TCP_TIMEOUT" // connection setup timeout, a Go duration (default 30s)
+	EnvSockBuf = "GEX_TCP_SOCKBUF" // SO_SNDBUF/SO_RCVBUF in bytes (0: kernel autotuning; default DefaultSockBuf)
 )
+
+// DefaultSockBuf is the default socket buffer size (docs/tcp.md has the
+// measurements).
+const DefaultSockBuf = 0
 
 // DefaultTimeout is how long connecting to a peer may take.
 const DefaultTimeout = 30 * time.Second
@@ -92,7 +102,7 @@ const maxRemotePayload = smp.MaxMedium
 // ConfigFromEnv reads the secret (GEX_SECRET, set by the launcher), the
 // listening address and the timeout.
 func ConfigFromEnv(jobID string) (Config, error) {
-	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload}
+	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload, SockBuf: DefaultSockBuf}
 	sec, err := auth.SecretFromEnv()
 	if err != nil {
 		return cfg, err
@@ -108,6 +118,13 @@ func ConfigFromEnv(jobID string) (Config, error) {
 			return cfg, fmt.Errorf("tcp: %s=%q is not a positive duration", EnvTimeout, v)
 		}
 		cfg.Timeout = d
+	}
+	if v := os.Getenv(EnvSockBuf); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1<<30 {
+			return cfg, fmt.Errorf("tcp: %s=%q is not a byte count in [0, 1 GiB]", EnvSockBuf, v)
+		}
+		cfg.SockBuf = n
 	}
 	return cfg, nil
 }
@@ -156,14 +173,17 @@ func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func(), place fu
 			ln.Close()
 			return fmt.Errorf("tcp: cannot connect to rank %d at %s within %v: %w", r, addrs[r], t.cfg.Timeout, err)
 		}
-		t.add(r, c)
+		if err := t.add(r, c); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	if err := <-accepted; err != nil {
 		ln.Close()
 		return err
 	}
 	ln.Close() // every connection is up; nobody else may connect
-	return nil
+	return t.ready()
 }
 
 // acceptFrom accepts authenticated connections until every rank in want has
@@ -195,7 +215,9 @@ func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
 			continue
 		}
 		delete(left, peer)
-		t.add(peer, c)
+		if err := t.add(peer, c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -205,72 +227,47 @@ func (t *Transport) auth() *auth.Params {
 	return &auth.Params{Secret: t.cfg.Secret, JobID: t.cfg.JobID, Rank: t.rank, Size: t.size, Timeout: min(t.cfg.Timeout, auth.DefaultHandshakeTimeout)}
 }
 
-// add installs the connection to rank r and starts its reader.
-func (t *Transport) add(r int, c net.Conn) {
-	l := &link{rank: r, c: c, b: newBatcher(0, 0)}
-	t.peers[r] = l
-	t.wg.Add(1)
-	go t.read(l)
-}
-
-// read moves l's frames into the inbound queues until the connection ends.
-// A clean end (the peer closed between frames) ends the reader quietly: the
-// peer process exited, and if it died the launcher ends the job. A broken
-// stream while this rank still runs ends the job with a message naming the
-// peer, so nobody waits forever for a reply that cannot come.
-func (t *Transport) read(l *link) {
-	defer t.wg.Done()
-	fr := newFrameReader(bufio.NewReaderSize(l.c, 64<<10), t.cfg.MaxPayload)
-	var fh frameHeader
-	for {
-		err := fr.Next(&fh)
-		if err == nil && fh.Control() {
-			continue // no control messages are needed yet; skipped
-		}
-		var payload []byte
-		placed := false
-		if err == nil && fh.NBytes > 0 {
-			// A Long whose bytes lie in this rank's segment is read
-			// straight into it (no staging copy); anything else into a
-			// buffer, and a Long outside the segment arrives unplaced for
-			// the receiver to refuse.
-			if fh.Cat == conduit.Long && t.place != nil {
-				if dst := t.place(fh.Dest, fh.NBytes); dst != nil {
-					payload, placed = dst, true
-				}
-			}
-			if payload == nil {
-				payload = make([]byte, fh.NBytes)
-			}
-			err = fr.ReadPayload(payload)
-		}
-		if err != nil {
-			l.gone.Store(true)
-			if t.closed.Load() || err == io.EOF {
-				return
-			}
-			t.b.Abort(fmt.Sprintf("lost the connection to rank %d: %v", l.rank, err))
-			return
-		}
-		qi := 1
-		if fh.IsReq {
-			qi = 0
-		}
-		q := &t.in[qi]
-		q.mu.Lock()
-		q.q = append(q.q, frame{src: l.rank, h: fh.Header, payload: payload, placed: placed})
-		q.mu.Unlock()
-		t.queued.Add(1)
-		t.wake()
+// add installs the connection to rank r: the transport takes c's socket.
+func (t *Transport) add(r int, c net.Conn) error {
+	fd, err := takeFD(c)
+	if err == nil {
+		err = tuneSocket(fd, t.cfg.SockBuf)
 	}
+	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("tcp: connection to rank %d: %w", r, err)
+	}
+	l := &link{rank: r, fd: fd, b: newBatcher(0, 0), iov: make([]unix.Iovec, iovMax)}
+	l.buf = make([]byte, rxBufSize)
+	t.peers[r] = l
+	return nil
 }
 
-// Send implements smp.Remote.
+// ready finishes Start once every connection is up.
+func (t *Transport) ready() error {
+	for _, l := range t.peers {
+		if l != nil {
+			t.links = append(t.links, l)
+		}
+	}
+	return t.w.start(t)
+}
+
+// Send implements smp.Remote. Small AMs are batched: a frame sent within
+// batchWindow of the link's last write waits in the link's batcher and goes
+// out with the next ones in one writev (when the batch reaches batchFlush
+// bytes, or at the next Poll, which every wait of the library runs). An AM
+// to a link that has been quiet, or one whose payload is referenced rather
+// than copied (larger than the batcher's copy limit), is written at once,
+// header and payload with one writev from the caller's memory; Send returns
+// once the kernel has every byte (the payload may then be reused).
 func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
-	l := t.peers[dst]
-	if l == nil {
+	if dst < 0 || dst >= len(t.peers) || t.peers[dst] == nil {
 		return fmt.Errorf("tcp: no connection to rank %d", dst)
 	}
+	l := t.peers[dst]
 	if h.Cat == conduit.Short {
 		payload = nil
 	}
@@ -283,19 +280,15 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	n := headLen(int(h.NArgs)) + len(payload)
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if flags&conduit.Immediate != 0 && (l.b.wouldBlock(n) || sendBufferFull(l.c, l.b.pending()+n)) {
+	if l.fd < 0 {
+		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
+	}
+	if flags&conduit.Immediate != 0 && (l.b.wouldBlock(n) || sendBufferFull(l.fd, l.b.pending()+n)) {
 		return conduit.ErrWouldBlock
 	}
-	// Small AMs are batched: while the socket still has bytes queued in the
-	// kernel, a frame waits in the link's batcher and goes out with the
-	// next ones in one writev (when the batch reaches batchFlush bytes, or
-	// at the next Poll, which every wait of the library runs). An AM to an
-	// idle socket, or one whose payload is referenced rather than copied
-	// (larger than the batcher's copy limit: it must be out before Send
-	// returns), goes at once.
 	l.b.add(&h, payload)
-	if len(payload) > l.b.copyMax || l.b.pending() >= batchFlush || !sendQueued(l.c) {
-		if err := l.b.flush(l.c); err != nil {
+	if len(payload) > l.b.copyMax || l.b.pending() >= batchFlush || nanotime()-l.last > batchWindow {
+		if err := t.write(l); err != nil {
 			return fmt.Errorf("tcp: sending to rank %d: %w", dst, err)
 		}
 		return nil
@@ -304,8 +297,76 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	return nil
 }
 
-// batchFlush is the batch size that is written without waiting for Poll.
-const batchFlush = 16 << 10
+const (
+	// batchFlush is the batch size that is written without waiting for Poll.
+	batchFlush = 16 << 10
+	// batchWindow: a small frame sent this soon after the link's last write
+	// joins a batch (a flood); one sent later goes at once (a ping-pong).
+	batchWindow = 4000 // ns
+)
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(epoch)) }
+
+var epoch = time.Now()
+
+// write writes l's batched frames to its socket and empties the batcher,
+// also on error (a failed write means the connection is lost). The caller
+// holds l.wmu. When the socket's send buffer is full it waits for space
+// (waitWritable), reading every connection meanwhile: GASNet requires a
+// blocked sender to poll, and here it keeps the peers' writes moving too.
+func (t *Transport) write(l *link) error {
+	if l.b.empty() {
+		return nil
+	}
+	vec := l.b.vectors()
+	defer l.b.reset()
+	for w := 0; len(vec) > 0; {
+		n, err := writev(l.fd, vec, l.iov)
+		switch err {
+		case nil:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			t.waitWritable(l, w)
+			w++
+			continue
+		default:
+			return err
+		}
+		w = 0
+		for n > 0 {
+			if n >= len(vec[0]) {
+				n -= len(vec[0])
+				vec = vec[1:]
+			} else {
+				vec[0] = vec[0][n:]
+				n = 0
+			}
+		}
+		for len(vec) > 0 && len(vec[0]) == 0 {
+			vec = vec[1:]
+		}
+	}
+	l.last = nanotime()
+	return nil
+}
+
+// waitWritable waits a little for l's socket to take bytes: it reads every
+// connection into its buffer (without running handlers: the caller may hold
+// send locks, and reading is what lets the peers' blocked writes go on), then
+// spins, then sleeps in poll(2) until the socket is writable (at most 1 ms).
+func (t *Transport) waitWritable(l *link, w int) {
+	t.fillAll()
+	switch {
+	case w < 16:
+	case w < 64:
+		runtime.Gosched()
+	default:
+		l.pfd[0] = unix.PollFd{Fd: int32(l.fd), Events: unix.POLLOUT}
+		unix.Poll(l.pfd[:], 1)
+	}
+}
 
 // flushAll writes the batched frames of every link that no other goroutine
 // is writing to (Poll and Close).
@@ -313,16 +374,16 @@ func (t *Transport) flushAll() {
 	if !t.unflushed.Swap(false) {
 		return
 	}
-	for _, l := range t.peers {
-		if l == nil || l.gone.Load() {
+	for _, l := range t.links {
+		if l.gone.Load() {
 			continue
 		}
 		if !l.wmu.TryLock() {
 			t.unflushed.Store(true) // its writer may leave frames behind: look again next time
 			continue
 		}
-		if !l.b.empty() {
-			if err := l.b.flush(l.c); err != nil && !t.closed.Load() {
+		if !l.b.empty() && l.fd >= 0 {
+			if err := t.write(l); err != nil && !t.closed.Load() {
 				fmt.Fprintf(os.Stderr, "gexgo: rank %d: sending to rank %d: %v\n", t.rank, l.rank, err)
 			}
 		}
@@ -330,44 +391,46 @@ func (t *Transport) flushAll() {
 	}
 }
 
-// Pending implements smp.Remote.
-func (t *Transport) Pending() bool { return t.queued.Load() > 0 }
-
-// Poll implements smp.Remote.
-func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
-	t.flushAll()
-	if t.queued.Load() == 0 {
-		return 0
+// Pending implements smp.Remote: an AM is ready to be delivered, or the
+// waker saw a socket become readable.
+func (t *Transport) Pending() bool {
+	if t.kready.Load() {
+		return true
 	}
-	n := t.drain(1, d)
-	if !repliesOnly {
-		n += t.drain(0, d)
+	for _, l := range t.links {
+		if l.rmu.TryLock() {
+			ok := l.deliverable(t.cfg.MaxPayload)
+			l.rmu.Unlock()
+			if ok {
+				return true
+			}
+		}
 	}
-	return n
+	return false
 }
 
-func (t *Transport) drain(qi int, d conduit.Delivery) int {
-	q := &t.in[qi]
-	if !q.consume.TryLock() {
+// Arm implements smp.Remote: the waker watches the sockets until one becomes
+// readable, then rings the rank's doorbell (Sleep).
+func (t *Transport) Arm() { t.w.arm() }
+
+// Poll implements smp.Remote: it writes batched frames, then reads every
+// connection and runs the handlers of the frames that arrived, in place, on
+// the calling goroutine. One goroutine delivers at a time; another one
+// polling meanwhile (or a handler's own nested poll) only reads, so that the
+// peers' writes still progress.
+func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
+	t.kready.Store(false)
+	t.flushAll()
+	if !t.dmu.TryLock() {
+		t.fillAll()
 		return 0
 	}
-	defer q.consume.Unlock()
-	q.mu.Lock()
-	batch := q.q
-	q.q, q.spare = q.spare[:0], nil
-	q.mu.Unlock()
-	var in conduit.Incoming
-	for i := range batch {
-		f := &batch[i]
-		in.Src, in.Header, in.Payload, in.Placed = f.src, f.h, f.payload, f.placed
-		d(&in)
-		*f = frame{}
+	n := 0
+	for _, l := range t.links {
+		n += t.serve(l, repliesOnly, d)
 	}
-	t.queued.Add(-int64(len(batch)))
-	q.mu.Lock()
-	q.spare = batch[:0]
-	q.mu.Unlock()
-	return len(batch)
+	t.dmu.Unlock()
+	return n
 }
 
 // Close implements smp.Remote.
@@ -377,12 +440,21 @@ func (t *Transport) Close() error {
 	if !t.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	t.w.stop()
 	var errs []error
 	for _, l := range t.peers {
-		if l != nil {
-			errs = append(errs, l.c.Close())
+		if l == nil {
+			continue
 		}
+		l.gone.Store(true)
+		l.wmu.Lock()
+		l.rmu.Lock()
+		if l.fd >= 0 {
+			errs = append(errs, unix.Close(l.fd))
+			l.fd = -1
+		}
+		l.rmu.Unlock()
+		l.wmu.Unlock()
 	}
-	t.wg.Wait()
 	return errors.Join(errs...)
 }

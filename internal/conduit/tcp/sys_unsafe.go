@@ -1,0 +1,38 @@
+package tcp
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// iovMax is the largest number of iovecs one writev(2) takes (IOV_MAX).
+const iovMax = 1024
+
+// writev writes the buffers of vec (at most iovMax of them, empty ones
+// skipped) to the non-blocking socket fd with one writev(2), building the
+// iovec array in iov (which must have room for iovMax entries). It returns
+// the bytes written; the caller advances vec. It does not allocate.
+func writev(fd int, vec [][]byte, iov []unix.Iovec) (int, error) {
+	k := 0
+	for _, b := range vec {
+		if len(b) == 0 {
+			continue
+		}
+		if k == len(iov) {
+			break
+		}
+		iov[k].Base = &b[0]
+		iov[k].SetLen(len(b))
+		k++
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+	clear(iov[:k]) // drop the references to callers' payloads
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
