@@ -44,7 +44,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce|rawtcp [flags]"
 
 const usageHead = synopsis + `
 
@@ -74,6 +74,9 @@ Rank 0 prints the results; the other ranks print nothing unless an error occurs.
           answered from the handler by a reply of the same kind; -iters round
           trips per case (default 20000)
   barrier BarrierNB + Wait over all ranks of the job, back to back
+  rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
+          a one-way stream (writes of 64 KiB and 1 MiB) on plain non-blocking
+          sockets between ranks 0 and 1, busy-polled, no gexgo in the path
   bcast   BroadcastNB + Wait of 8 B, 4 KiB, 64 KiB and 1 MiB over all ranks, the
           root rotating; time per broadcast and GB/s (GB = 10^9 bytes); from 64 KiB
           also with the source in the root's segment (copied by the members through
@@ -213,7 +216,7 @@ func (cfg *config) startProfile() (stop func(), err error) {
 }
 
 // benches are the benchmark names.
-var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce"}
+var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce", "rawtcp"}
 
 // collective reports whether the benchmark runs on every rank.
 func (cfg *config) collective() bool {
@@ -334,6 +337,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}}); err != nil {
 		return fail(err)
 	}
+	var rawAddr atomic.Pointer[string]
+	if err := ep.RegisterHandlers(rawHandlers(&rawAddr)); err != nil {
+		return fail(err)
+	}
 	var am *amState
 	if cfg.bench == "am" {
 		am = &amState{}
@@ -403,6 +410,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case cfg.collective():
 		benchErr = measureColl(&cfg, c, tm, seg, stdout)
+	case cfg.bench == "rawtcp":
+		benchErr = rawTCP(&cfg, c, tm, &rawAddr, stdout)
 	case me == 0:
 		benchErr = measure(&cfg, c, tm, seg, ads, am, stdout)
 	}

@@ -108,9 +108,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hostFile := fs.String("hostfile", "", "file listing the hosts")
 	sshCmd := fs.String("ssh", "", "remote shell command")
 	bootAddr := fs.String("boot-addr", "", "TCP bootstrap address")
+	nsHosts := netnsFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageText)
+			fmt.Fprint(stdout, usageText, "\nNetwork namespaces:\n", netnsUsage)
 			return 0
 		}
 		// The flag package has printed the error.
@@ -146,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(ssh) == 0 {
 		ssh = strings.Fields(os.Getenv("GASNET_SSH_CMD"))
 	}
-	code, _ := launch.Run(ctx, launch.Config{
+	code, _ := runNetns(ctx, *nsHosts, launch.Config{
 		N:            *n,
 		Program:      fs.Arg(0),
 		Args:         fs.Args()[1:],
@@ -159,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BootAddr:     *bootAddr,
 		Stdout:       stdout,
 		Stderr:       stderr,
-	})
+	}, stderr)
 	return code
 }
 
