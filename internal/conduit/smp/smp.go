@@ -118,6 +118,9 @@ type Remote interface {
 	Poll(repliesOnly bool, d conduit.Delivery) int
 	// Pending reports whether Poll would deliver something.
 	Pending() bool
+	// SetDelivery gives the handler dispatcher (the conduit's), before any
+	// traffic: a sender waiting for room runs handlers through it.
+	SetDelivery(d conduit.Delivery)
 	// Arm is called before the rank sleeps (Sleep): wake must be called
 	// once an AM arrives from now on.
 	Arm()
@@ -416,7 +419,12 @@ func (c *Conduit) Limits(p int) conduit.Limits {
 }
 
 // SetDelivery implements conduit.Conduit.
-func (c *Conduit) SetDelivery(d conduit.Delivery) { c.deliver = d }
+func (c *Conduit) SetDelivery(d conduit.Delivery) {
+	c.deliver = d
+	if c.cfg.Remote != nil {
+		c.cfg.Remote.SetDelivery(d)
+	}
+}
 
 func qidx(isReq bool) int {
 	if isReq {

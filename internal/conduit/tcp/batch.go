@@ -72,6 +72,14 @@ func (b *batcher) addControl(op ctrlOp, value uint64, payload []byte) {
 	b.addPayload(payload)
 }
 
+// addCopy queues an AM frame with its payload copied, whatever its size (the
+// caller returns before the frame is written).
+func (b *batcher) addCopy(h *conduit.Header, payload []byte) {
+	b.buf = appendAMHeader(b.buf, h, len(payload))
+	b.frames++
+	b.buf = append(b.buf, payload...)
+}
+
 func (b *batcher) addPayload(payload []byte) {
 	b.frames++
 	if len(payload) <= b.copyMax {

@@ -46,8 +46,9 @@ type Transport struct {
 	dmu       sync.Mutex
 	inc       conduit.Incoming // the AM being delivered; guarded by dmu
 	closed    atomic.Bool
-	unflushed atomic.Bool // some link may hold batched frames
-	kready    atomic.Bool // the waker saw a socket become readable since the last Poll
+	unflushed atomic.Bool      // some link may hold batched frames
+	kready    atomic.Bool      // the waker saw a socket become readable since the last Poll
+	d         conduit.Delivery // set by SetDelivery before any traffic
 	w         waker
 }
 
@@ -58,11 +59,13 @@ type link struct {
 	gone atomic.Bool
 
 	// Send side: wmu guards everything below it up to rmu.
-	wmu  sync.Mutex
-	b    *batcher // frames not yet written (batching of small AMs)
-	iov  []unix.Iovec
-	pfd  [1]unix.PollFd
-	last int64 // monotonic ns of the last write
+	wmu     sync.Mutex
+	b       *batcher // frames not yet written (batching of small AMs)
+	spare   *batcher // the other batcher: write swaps them
+	writing bool     // a write is in progress (it may have let wmu go to poll)
+	iov     []unix.Iovec
+	pfd     [1]unix.PollFd // the writer's
+	last    int64          // monotonic ns of the last write
 
 	// Receive side: rmu guards everything below it (rx.go).
 	rmu sync.Mutex
@@ -239,7 +242,7 @@ func (t *Transport) add(r int, c net.Conn) error {
 		}
 		return fmt.Errorf("tcp: connection to rank %d: %w", r, err)
 	}
-	l := &link{rank: r, fd: fd, b: newBatcher(0, 0), iov: make([]unix.Iovec, iovMax)}
+	l := &link{rank: r, fd: fd, b: newBatcher(0, 0), spare: newBatcher(0, 0), iov: make([]unix.Iovec, iovMax)}
 	l.buf = make([]byte, rxBufSize)
 	t.peers[r] = l
 	return nil
@@ -280,6 +283,21 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	n := headLen(int(h.NArgs)) + len(payload)
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	for w := 0; l.writing; w++ {
+		// Another write on this link waits for room (and polls meanwhile;
+		// this Send may come from a handler it runs): queue a copy, which
+		// that writer sends. A request beyond the high-water mark waits.
+		switch {
+		case flags&conduit.Immediate != 0:
+			return conduit.ErrWouldBlock
+		case !h.IsReq || l.b.pending()+n <= l.b.highWater:
+			l.b.addCopy(&h, payload)
+			return nil
+		}
+		l.wmu.Unlock()
+		t.waitWritable(l, w, true, false)
+		l.wmu.Lock()
+	}
 	if l.fd < 0 {
 		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
 	}
@@ -288,7 +306,7 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	}
 	l.b.add(&h, payload)
 	if len(payload) > l.b.copyMax || l.b.pending() >= batchFlush || nanotime()-l.last > batchWindow {
-		if err := t.write(l); err != nil {
+		if err := t.write(l, h.IsReq); err != nil {
 			return fmt.Errorf("tcp: sending to rank %d: %w", dst, err)
 		}
 		return nil
@@ -312,23 +330,44 @@ var epoch = time.Now()
 
 // write writes l's batched frames to its socket and empties the batcher,
 // also on error (a failed write means the connection is lost). The caller
-// holds l.wmu. When the socket's send buffer is full it waits for space
-// (waitWritable), reading every connection meanwhile: GASNet requires a
-// blocked sender to poll, and here it keeps the peers' writes moving too.
-func (t *Transport) write(l *link) error {
-	if l.b.empty() {
-		return nil
+// holds l.wmu and no write is in progress on l. When the socket's send buffer
+// is full the writer lets l.wmu go and polls (waitWritable) until there is
+// room: GASNet requires a blocked sender to poll, and it keeps the peers'
+// writes moving too. Sends to l meanwhile queue copies in the other batcher,
+// which the writer sends after its own.
+func (t *Transport) write(l *link, isReq bool) error {
+	l.writing = true
+	var err error
+	for err == nil && !l.b.empty() {
+		cur := l.b
+		l.b, l.spare = l.spare, nil
+		err = t.writeVec(l, cur.vectors(), isReq)
+		cur.reset()
+		l.spare = cur
 	}
-	vec := l.b.vectors()
-	defer l.b.reset()
+	if err != nil {
+		l.b.reset()
+	}
+	l.writing = false
+	l.last = nanotime()
+	return err
+}
+
+// writeVec writes vec to l's socket; see write.
+func (t *Transport) writeVec(l *link, vec [][]byte, isReq bool) error {
 	for w := 0; len(vec) > 0; {
+		if l.fd < 0 {
+			return net.ErrClosed
+		}
 		n, err := writev(l.fd, vec, l.iov)
 		switch err {
 		case nil:
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			t.waitWritable(l, w)
+			l.wmu.Unlock()
+			t.waitWritable(l, w, isReq, true)
+			l.wmu.Lock()
 			w++
 			continue
 		default:
@@ -348,19 +387,27 @@ func (t *Transport) write(l *link) error {
 			vec = vec[1:]
 		}
 	}
-	l.last = nanotime()
 	return nil
 }
 
-// waitWritable waits a little for l's socket to take bytes: it reads every
-// connection into its buffer (without running handlers: the caller may hold
-// send locks, and reading is what lets the peers' blocked writes go on), then
-// spins, then sleeps in poll(2) until the socket is writable (at most 1 ms).
-func (t *Transport) waitWritable(l *link, w int) {
-	t.fillAll()
+// waitWritable waits a little for room on l's socket, polling: if no other
+// goroutine delivers, it runs the handlers of what arrived (everything for a
+// request sender, replies only for a reply sender, as the smp conduit's
+// senders do); else it reads every connection into its buffer. Then it spins,
+// and later sleeps in poll(2) (at most 1 ms) until the socket is writable
+// (writer: the caller is l's writer and may use l.pfd).
+func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
+	if d := t.d; d != nil && t.dmu.TryLock() {
+		for _, k := range t.links {
+			t.serve(k, !isReq, d)
+		}
+		t.dmu.Unlock()
+	} else {
+		t.fillAll()
+	}
 	switch {
 	case w < 16:
-	case w < 64:
+	case w < 64 || !writer:
 		runtime.Gosched()
 	default:
 		l.pfd[0] = unix.PollFd{Fd: int32(l.fd), Events: unix.POLLOUT}
@@ -382,8 +429,8 @@ func (t *Transport) flushAll() {
 			t.unflushed.Store(true) // its writer may leave frames behind: look again next time
 			continue
 		}
-		if !l.b.empty() && l.fd >= 0 {
-			if err := t.write(l); err != nil && !t.closed.Load() {
+		if !l.writing && !l.b.empty() && l.fd >= 0 {
+			if err := t.write(l, true); err != nil && !t.closed.Load() {
 				fmt.Fprintf(os.Stderr, "gexgo: rank %d: sending to rank %d: %v\n", t.rank, l.rank, err)
 			}
 		}
@@ -408,6 +455,9 @@ func (t *Transport) Pending() bool {
 	}
 	return false
 }
+
+// SetDelivery implements smp.Remote: blocked senders deliver through d.
+func (t *Transport) SetDelivery(d conduit.Delivery) { t.d = d }
 
 // Arm implements smp.Remote: the waker watches the sockets until one becomes
 // readable, then rings the rank's doorbell (Sleep).

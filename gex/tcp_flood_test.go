@@ -1,0 +1,171 @@
+package gex_test
+
+import (
+	"hash/crc32"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gexgo/gexgo/gex"
+)
+
+// The flood tests drive the tcp conduit's receive and send paths as hard as
+// they go: two namespace hosts of one rank each send each other AMs of every
+// category and size class at once, in both directions, every payload
+// checksummed (CRC-32 in an argument) and its length checked by the handler.
+// Both ranks are senders and receivers at the same time, so both sockets fill
+// up and each sender must read its own receive side while it waits for room,
+// or the two would deadlock.
+
+// envFloodFull runs the full 10^6 AMs per direction (about 1.4 GB each way).
+const envFloodFull = "GEXGO_TCP_FLOOD_FULL"
+
+// floodCount is the AMs each rank sends: 10^6 with GEXGO_TCP_FLOOD_FULL=1,
+// else a CI-sized run that still has every size class many times over.
+func floodCount() int {
+	if os.Getenv(envFloodFull) == "1" {
+		return 1_000_000
+	}
+	return 20_000
+}
+
+const (
+	hFloodShort  gex.AMIndex = 200
+	hFloodMedium gex.AMIndex = 201
+	hFloodLong   gex.AMIndex = 202
+	floodSlot                = 64 << 10 // a Long lands in slot seq%floodSlots of the peer's segment
+	floodSlots               = 16
+)
+
+// floodShape is message seq's category and payload size: ten classes, from a
+// Short to 64 KiB Mediums and Longs (those only every 100th message).
+func floodShape(seq int) (gex.Flags, int) {
+	switch seq % 10 {
+	case 0:
+		return gex.FlagAMShort, 0
+	case 1:
+		return gex.FlagAMMedium, 8
+	case 2:
+		return gex.FlagAMMedium, 100
+	case 3:
+		return gex.FlagAMMedium, 1000
+	case 4:
+		return gex.FlagAMLong, 8
+	case 5:
+		return gex.FlagAMLong, 512
+	case 6:
+		return gex.FlagAMMedium, 4096
+	case 7:
+		return gex.FlagAMLong, 20000
+	case 8:
+		if seq%100 == 8 {
+			return gex.FlagAMMedium, 65536
+		}
+		return gex.FlagAMMedium, 300
+	default:
+		if seq%100 == 9 {
+			return gex.FlagAMLong, 65536
+		}
+		return gex.FlagAMLong, 2000
+	}
+}
+
+// floodFill writes message seq's payload from rank src.
+func floodFill(b []byte, src, seq int) {
+	x := uint32(seq)*2654435761 + uint32(src)*40503 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+// tcpFlood sends floodCount() AMs to the other rank while receiving as many,
+// and checks every one.
+func tcpFlood(e *rankEnv) {
+	n := floodCount()
+	var got, bad atomic.Int64
+	check := func(want gex.Flags) func(*gex.Token, []byte, []gex.AMArg) {
+		return func(t *gex.Token, p []byte, a []gex.AMArg) {
+			cat, size := floodShape(int(a[0]))
+			if cat != want || len(p) != size || crc32.ChecksumIEEE(p) != uint32(a[1]) {
+				if bad.Add(1) <= 5 {
+					e.Logf("AM %d from rank %d: category %v size %d crc %#x, want %v %d %#x", a[0], tokenSrc(t), want, len(p), crc32.ChecksumIEEE(p), cat, size, uint32(a[1]))
+				}
+			}
+			got.Add(1)
+		}
+	}
+	e.Check(e.ep.RegisterHandlers([]gex.AMEntry{
+		{Index: hFloodShort, Flags: gex.FlagAMShort | gex.FlagAMRequest, NArgs: 2, Fn: check(gex.FlagAMShort)},
+		{Index: hFloodMedium, Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 2, Fn: check(gex.FlagAMMedium)},
+		{Index: hFloodLong, Flags: gex.FlagAMLong | gex.FlagAMRequest, NArgs: 2, Fn: check(gex.FlagAMLong)},
+	}), "RegisterHandlers")
+	peer := 1 - e.rank
+	bs, ev, err := e.tm.QueryBoundSegmentNB(peer, 0)
+	e.wait(ev, err, "QueryBoundSegmentNB")
+	e.Barrier() // every handler is registered
+	buf := make([]byte, 64<<10)
+	for seq := 0; seq < n; seq++ {
+		cat, size := floodShape(seq)
+		p := buf[:size]
+		floodFill(p, int(e.rank), seq)
+		sum := gex.AMArg(crc32.ChecksumIEEE(p))
+		switch cat {
+		case gex.FlagAMShort:
+			err = e.tm.RequestShort(peer, hFloodShort, 0, gex.AMArg(seq), 0)
+		case gex.FlagAMMedium:
+			err = e.tm.RequestMedium(peer, hFloodMedium, p, nil, 0, gex.AMArg(seq), sum)
+		default:
+			dest := bs.Owner + gex.Addr((seq%floodSlots)*floodSlot)
+			err = e.tm.RequestLong(peer, hFloodLong, p, dest, nil, 0, gex.AMArg(seq), sum)
+		}
+		if err != nil {
+			e.Fatalf("AM %d: %v", seq, err)
+		}
+	}
+	e.Check(e.c.BlockUntil(func() bool { return got.Load() >= int64(n) }), "BlockUntil")
+	if b := bad.Load(); b != 0 || got.Load() != int64(n) {
+		e.Fatalf("received %d AMs (want %d), %d of them wrong", got.Load(), n, b)
+	}
+}
+
+// TestNetnsFlood floods AMs of every size class both ways at once between
+// two namespace hosts (10^6 each way with GEXGO_TCP_FLOOD_FULL=1).
+func TestNetnsFlood(t *testing.T) {
+	if os.Getenv(envConduit) == "loop" {
+		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
+	}
+	adjust := inNetns(t, 2)
+	runSMP(t, 2, jobOpts{segSize: floodSlots * floodSlot, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpFlood)
+}
+
+// TestNetnsFloodWaitModes runs the flood in each wait mode, and with the
+// receive goroutine: spin (the polling goroutine busy-polls the sockets),
+// block (it sleeps in the kernel and the waker's epoll wakes it) and
+// spinblock.
+func TestNetnsFloodWaitModes(t *testing.T) {
+	if os.Getenv(envConduit) == "loop" {
+		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
+	}
+	adjust := inNetns(t, 2)
+	for _, tc := range []struct {
+		name string
+		mode gex.WaitMode
+		rcv  bool
+	}{
+		{"spin", gex.WaitSpin, false},
+		{"block", gex.WaitBlock, false},
+		{"spinblock", gex.WaitSpinBlock, false},
+		{"block-rcv", gex.WaitBlock, true},
+	} {
+		o := jobOpts{segSize: floodSlots * floodSlot, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust, waitMode: tc.mode, rcv: tc.rcv}
+		t.Run(tc.name, func(t *testing.T) { runSMP(t, 2, o, tcpFlood) })
+	}
+}
+
+func tokenSrc(t *gex.Token) gex.Rank {
+	info, _ := t.Info(gex.TISrcRank)
+	return info.SrcRank
+}
