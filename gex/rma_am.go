@@ -40,7 +40,16 @@ const (
 	// data type, operand1 lo/hi, operand2 lo/hi, op, gen. Answered by hGetRep
 	// with the fetched value (if any) as payload.
 	hAtomicReq AMIndex = 5
+	// hPutLong is a put chunk as a Long request (args: op, gen, chunk) to a
+	// peer whose Long limit exceeds its Medium one (another host over tcp):
+	// the bytes go from the initiator's memory to the target's segment
+	// without a staging copy on either side; answered by hPutAck.
+	hPutLong AMIndex = 9
 )
+
+// putLongChunk is the largest put chunk sent as a Long: a 4 MiB put is 4
+// Longs in flight at once.
+const putLongChunk = 1 << 20
 
 // inflight is what the op tables know of an operation in flight: replies
 // name it by (table index, generation) and must come from its target.
@@ -136,6 +145,17 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 	n := len(s.local)
 	lim := c.cd.Limits(j)
 	chunk := lim.MaxMedium
+	// A put to a peer with larger Longs than Mediums goes as Longs, if the
+	// range is inside the segment this rank knows of (else as Mediums,
+	// which the target refuses with a status).
+	long := s.put && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium
+	if long {
+		seg := c.cd.Segment(j)
+		long = raddr >= seg.Owner && raddr-seg.Owner <= seg.Size && uint64(n) <= seg.Size-(raddr-seg.Owner)
+	}
+	if long {
+		chunk = min(lim.MaxLong, putLongChunk)
+	}
 	nchunks := (n + chunk - 1) / chunk
 	ec, dst := ECGet, s.local
 	if s.put {
@@ -153,7 +173,11 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 		var h conduit.Header
 		var payload []byte
 		a := raddr + uint64(lo)
-		if s.put {
+		if long {
+			h = conduit.Header{Cat: conduit.Long, IsReq: true, Handler: uint8(hPutLong), NArgs: 3, Dest: a}
+			h.Args[0], h.Args[1], h.Args[2] = id, gen, int32(i)
+			payload = s.local[lo:hi]
+		} else if s.put {
 			h = conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hPutReq), NArgs: 5}
 			h.Args[0], h.Args[1] = int32(uint32(a)), int32(uint32(a>>32))
 			h.Args[2], h.Args[3], h.Args[4] = id, gen, int32(i)
@@ -305,6 +329,13 @@ func (c *Client) rmaHandlers() []AMEntry {
 			} else {
 				h.Args[2] = 1
 			}
+			c.replyInternal(t, h, nil)
+		}},
+		{Index: hPutLong, Flags: FlagAMLong | FlagAMRequest, NArgs: 3, Name: "gex-put-long", Fn: func(t *Token, _ []byte, a []AMArg) {
+			// The bytes are in place: the Long was checked against this
+			// rank's segment before this handler ran.
+			h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
+			h.Args[0], h.Args[1] = a[0], a[1]
 			c.replyInternal(t, h, nil)
 		}},
 		{Index: hPutAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-put-ack", Fn: func(t *Token, _ []byte, a []AMArg) {

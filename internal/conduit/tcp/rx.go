@@ -185,7 +185,10 @@ func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
 			n++
 			continue
 		}
-		payload, size, err := parseFrame(l.buf[l.r:l.w], &l.fh, t.cfg.MaxPayload)
+		payload, size, err := parseFrame(l.buf[l.r:l.w], &l.fh, t.maxLong())
+		if err == nil && l.fh.Cat != conduit.Long && l.fh.NBytes > t.cfg.MaxPayload {
+			err = fmt.Errorf("%w: %v payload length %d exceeds the maximum %d", ErrFrame, l.fh.Cat, l.fh.NBytes, t.cfg.MaxPayload)
+		}
 		if err == io.ErrUnexpectedEOF {
 			if t.startLong(l) || t.fill(l, false) {
 				continue
@@ -245,7 +248,7 @@ func (t *Transport) startLong(l *link) bool {
 		return false
 	}
 	fh := &l.fh
-	hl, err := decodeFixed(s, fh, t.cfg.MaxPayload)
+	hl, err := decodeFixed(s, fh, t.maxLong())
 	if err != nil || fh.Cat != conduit.Long || fh.NBytes < directMin || len(s) < hl {
 		return false
 	}

@@ -64,7 +64,7 @@ type link struct {
 	spare   *batcher // the other batcher: write swaps them
 	writing bool     // a write is in progress (it may have let wmu go to poll)
 	iov     []unix.Iovec
-	pfd     [1]unix.PollFd // the writer's
+	pfd     []unix.PollFd // the writer's: this socket (POLLOUT), then every socket (POLLIN)
 	last    int64          // monotonic ns of the last write
 
 	// Receive side: rmu guards everything below it (rx.go).
@@ -78,8 +78,11 @@ type Config struct {
 	JobID   string        // the job id, bound into the proofs
 	Addr    string        // IP address to listen on (this host's address on the job's network)
 	Timeout time.Duration // connecting to a peer and the handshake give up after this
-	// MaxPayload is the largest Medium or Long payload between hosts.
+	// MaxPayload is the largest Medium payload between hosts.
 	MaxPayload int
+	// MaxLong is the largest Long payload between hosts (<= MaxPayload:
+	// MaxPayload). A large Long is read straight into the segment.
+	MaxLong int
 	// SockBuf is SO_SNDBUF and SO_RCVBUF of every connection (<= 0: the
 	// kernel's autotuning).
 	SockBuf int
@@ -99,13 +102,19 @@ const DefaultSockBuf = 0
 // DefaultTimeout is how long connecting to a peer may take.
 const DefaultTimeout = 30 * time.Second
 
-// maxRemotePayload is the largest Medium and Long payload between hosts.
+// maxRemotePayload is the largest Medium payload between hosts (the
+// gex_AM_Max*Medium of every peer, on this host or another).
 const maxRemotePayload = smp.MaxMedium
+
+// maxRemoteLong is the largest Long payload between hosts: RMA puts go as
+// pipelined Longs of up to this size, written from the caller's memory and
+// read from the socket straight into the target's segment.
+const maxRemoteLong = 4 << 20
 
 // ConfigFromEnv reads the secret (GEX_SECRET, set by the launcher), the
 // listening address and the timeout.
 func ConfigFromEnv(jobID string) (Config, error) {
-	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload, SockBuf: DefaultSockBuf}
+	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload, MaxLong: maxRemoteLong, SockBuf: DefaultSockBuf}
 	sec, err := auth.SecretFromEnv()
 	if err != nil {
 		return cfg, err
@@ -139,8 +148,19 @@ var _ smp.Remote = (*Transport)(nil)
 
 // Limits implements smp.Remote.
 func (t *Transport) Limits() conduit.Limits {
-	return conduit.Limits{MaxMedium: t.cfg.MaxPayload, MaxLong: t.cfg.MaxPayload, MaxAlloc: t.cfg.MaxPayload}
+	return conduit.Limits{MaxMedium: t.cfg.MaxPayload, MaxLong: t.maxLong(), MaxAlloc: t.cfg.MaxPayload}
 }
+
+// limit is the payload limit of category cat.
+func (t *Transport) limit(cat conduit.Category) int {
+	if cat == conduit.Long {
+		return t.maxLong()
+	}
+	return t.cfg.MaxPayload
+}
+
+// maxLong is the Long payload limit.
+func (t *Transport) maxLong() int { return max(t.cfg.MaxLong, t.cfg.MaxPayload) }
 
 // Start implements smp.Remote: listen, exchange addresses through the
 // bootstrap, dial the higher remote ranks and accept the lower ones.
@@ -255,6 +275,9 @@ func (t *Transport) ready() error {
 			t.links = append(t.links, l)
 		}
 	}
+	for _, l := range t.links {
+		l.pfd = make([]unix.PollFd, 1+len(t.links))
+	}
 	return t.w.start(t)
 }
 
@@ -274,8 +297,8 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	if h.Cat == conduit.Short {
 		payload = nil
 	}
-	if len(payload) > t.cfg.MaxPayload {
-		return fmt.Errorf("tcp: payload of %d bytes exceeds the %d-byte limit between hosts", len(payload), t.cfg.MaxPayload)
+	if lim := t.limit(h.Cat); len(payload) > lim {
+		return fmt.Errorf("tcp: %v payload of %d bytes exceeds the %d-byte limit between hosts", h.Cat, len(payload), lim)
 	}
 	if l.gone.Load() {
 		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
@@ -393,9 +416,10 @@ func (t *Transport) writeVec(l *link, vec [][]byte, isReq bool) error {
 // waitWritable waits a little for room on l's socket, polling: if no other
 // goroutine delivers, it runs the handlers of what arrived (everything for a
 // request sender, replies only for a reply sender, as the smp conduit's
-// senders do); else it reads every connection into its buffer. Then it spins,
-// and later sleeps in poll(2) (at most 1 ms) until the socket is writable
-// (writer: the caller is l's writer and may use l.pfd).
+// senders do); else it reads every connection into its buffer. Then it spins
+// a few times, and later sleeps in poll(2) (at most 1 ms) until the socket
+// is writable or some socket has bytes to read (writer: the caller is l's
+// writer and may use l.pfd).
 func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
 	if d := t.d; d != nil && t.dmu.TryLock() {
 		for _, k := range t.links {
@@ -406,12 +430,18 @@ func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
 		t.fillAll()
 	}
 	switch {
-	case w < 16:
-	case w < 64 || !writer:
+	case w < 4:
+	case !writer || len(l.pfd) == 0:
 		runtime.Gosched()
 	default:
 		l.pfd[0] = unix.PollFd{Fd: int32(l.fd), Events: unix.POLLOUT}
-		unix.Poll(l.pfd[:], 1)
+		for i, k := range t.links {
+			l.pfd[1+i] = unix.PollFd{Fd: int32(k.fd), Events: unix.POLLIN}
+			if k.gone.Load() || k.fd < 0 {
+				l.pfd[1+i].Fd = -1 // ignored by poll(2)
+			}
+		}
+		unix.Poll(l.pfd, 1)
 	}
 }
 
@@ -446,7 +476,7 @@ func (t *Transport) Pending() bool {
 	}
 	for _, l := range t.links {
 		if l.rmu.TryLock() {
-			ok := l.deliverable(t.cfg.MaxPayload)
+			ok := l.deliverable(t.maxLong())
 			l.rmu.Unlock()
 			if ok {
 				return true
