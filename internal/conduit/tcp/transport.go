@@ -65,7 +65,7 @@ type link struct {
 	writing bool     // a write is in progress (it may have let wmu go to poll)
 	iov     []unix.Iovec
 	pfd     []unix.PollFd // the writer's: this socket (POLLOUT), then every socket (POLLIN)
-	last    int64          // monotonic ns of the last write
+	last    int64         // monotonic ns of the last write
 
 	// Receive side: rmu guards everything below it (rx.go).
 	rmu sync.Mutex
