@@ -169,3 +169,44 @@ func tokenSrc(t *gex.Token) gex.Rank {
 	info, _ := t.Info(gex.TISrcRank)
 	return info.SrcRank
 }
+
+// tcpLargeRMA moves 4 MiB + 5 bytes each way between the hosts, with the
+// local side in the segment (puts and gets as pipelined Longs straight into
+// the segments) and in the heap (gets as Medium replies), and checks every
+// byte.
+func tcpLargeRMA(e *rankEnv) {
+	const n = 4<<20 + 5
+	if e.rank != 0 {
+		return
+	}
+	peer := gex.Rank(1)
+	bs := rmaSeg(e, peer)
+	mem := e.seg.Bytes()
+	src, back := mem[:n], mem[n+3:2*n+3] // odd offsets: chunks not aligned
+	floodFill(src, 0, 7)
+	e.Check(e.tm.PutBlocking(peer, bs.Owner+1, src, 0), "PutBlocking")
+	e.Check(e.tm.GetBlocking(back, peer, bs.Owner+1, 0), "GetBlocking into the segment")
+	heap := make([]byte, n)
+	e.Check(e.tm.GetBlocking(heap, peer, bs.Owner+1, 0), "GetBlocking into the heap")
+	for i := range src {
+		if back[i] != src[i] || heap[i] != src[i] {
+			e.Fatalf("byte %d of %d: put %#x, got back %#x (segment) %#x (heap)", i, n, src[i], back[i], heap[i])
+		}
+	}
+	ev, err := e.tm.PutNB(peer, bs.Owner+n+9, src[5:], nil, 0)
+	e.wait(ev, err, "PutNB")
+	ev, err = e.tm.GetNB(back[:n-5], peer, bs.Owner+n+9, 0)
+	e.wait(ev, err, "GetNB")
+	if string(back[:n-5]) != string(src[5:]) {
+		e.Fatalf("PutNB/GetNB of %d bytes did not round-trip", n-5)
+	}
+}
+
+// TestNetnsLargeRMA: RMA of several MiB between two namespace hosts.
+func TestNetnsLargeRMA(t *testing.T) {
+	if os.Getenv(envConduit) == "loop" {
+		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
+	}
+	adjust := inNetns(t, 2)
+	runSMP(t, 2, jobOpts{segSize: 16 << 20, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpLargeRMA)
+}
