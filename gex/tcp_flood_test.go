@@ -21,18 +21,19 @@ import (
 const envFloodFull = "GEXGO_TCP_FLOOD_FULL"
 
 // floodCount is the AMs each rank sends: 10^6 with GEXGO_TCP_FLOOD_FULL=1,
-// else a CI-sized run that still has every size class many times over.
-func floodCount() int {
+// else ci, a CI-sized run that still has every size class many times over.
+func floodCount(ci int) int {
 	if os.Getenv(envFloodFull) == "1" {
 		return 1_000_000
 	}
-	return 20_000
+	return ci
 }
 
 const (
 	hFloodShort  gex.AMIndex = 200
 	hFloodMedium gex.AMIndex = 201
 	hFloodLong   gex.AMIndex = 202
+	hFloodEcho   gex.AMIndex = 203      // Medium reply echoing a 4 KiB Medium request
 	floodSlot                = 64 << 10 // a Long lands in slot seq%floodSlots of the peer's segment
 	floodSlots               = 16
 )
@@ -81,11 +82,14 @@ func floodFill(b []byte, src, seq int) {
 	}
 }
 
-// tcpFlood sends floodCount() AMs to the other rank while receiving as many,
-// and checks every one.
-func tcpFlood(e *rankEnv) {
-	n := floodCount()
-	var got, bad atomic.Int64
+// tcpFlood returns a job body that sends floodCount(ci) AMs to the other
+// rank while receiving as many, and checks every one.
+func tcpFlood(ci int) func(*rankEnv) {
+	return func(e *rankEnv) { tcpFloodN(e, floodCount(ci)) }
+}
+
+func tcpFloodN(e *rankEnv, n int) {
+	var got, bad, echoed atomic.Int64
 	check := func(want gex.Flags) func(*gex.Token, []byte, []gex.AMArg) {
 		return func(t *gex.Token, p []byte, a []gex.AMArg) {
 			cat, size := floodShape(int(a[0]))
@@ -95,12 +99,25 @@ func tcpFlood(e *rankEnv) {
 				}
 			}
 			got.Add(1)
+			if want == gex.FlagAMMedium && size == 4096 {
+				// Answered from the handler while both sides flood: the
+				// reply may meet a full socket (its writer polls).
+				if err := t.ReplyMedium(hFloodEcho, p, nil, 0, a[0], a[1]); err != nil {
+					e.Errorf("ReplyMedium: %v", err)
+				}
+			}
 		}
 	}
 	e.Check(e.ep.RegisterHandlers([]gex.AMEntry{
 		{Index: hFloodShort, Flags: gex.FlagAMShort | gex.FlagAMRequest, NArgs: 2, Fn: check(gex.FlagAMShort)},
 		{Index: hFloodMedium, Flags: gex.FlagAMMedium | gex.FlagAMRequest, NArgs: 2, Fn: check(gex.FlagAMMedium)},
 		{Index: hFloodLong, Flags: gex.FlagAMLong | gex.FlagAMRequest, NArgs: 2, Fn: check(gex.FlagAMLong)},
+		{Index: hFloodEcho, Flags: gex.FlagAMMedium | gex.FlagAMReply, NArgs: 2, Fn: func(_ *gex.Token, p []byte, a []gex.AMArg) {
+			if _, size := floodShape(int(a[0])); len(p) != size || crc32.ChecksumIEEE(p) != uint32(a[1]) {
+				bad.Add(1)
+			}
+			echoed.Add(1)
+		}},
 	}), "RegisterHandlers")
 	peer := 1 - e.rank
 	bs, ev, err := e.tm.QueryBoundSegmentNB(peer, 0)
@@ -125,20 +142,21 @@ func tcpFlood(e *rankEnv) {
 			e.Fatalf("AM %d: %v", seq, err)
 		}
 	}
-	e.Check(e.c.BlockUntil(func() bool { return got.Load() >= int64(n) }), "BlockUntil")
-	if b := bad.Load(); b != 0 || got.Load() != int64(n) {
-		e.Fatalf("received %d AMs (want %d), %d of them wrong", got.Load(), n, b)
+	echoes := int64((n + 3) / 10) // seq%10 == 6
+	e.Check(e.c.BlockUntil(func() bool { return got.Load() >= int64(n) && echoed.Load() >= echoes }), "BlockUntil")
+	if b := bad.Load(); b != 0 || got.Load() != int64(n) || echoed.Load() != echoes {
+		e.Fatalf("received %d AMs (want %d) and %d echoes (want %d), %d of them wrong", got.Load(), n, echoed.Load(), echoes, b)
 	}
 }
 
 // TestNetnsFlood floods AMs of every size class both ways at once between
-// two namespace hosts (10^6 each way with GEXGO_TCP_FLOOD_FULL=1).
+// two namespace hosts: 10^5 each way (10^6 with GEXGO_TCP_FLOOD_FULL=1).
 func TestNetnsFlood(t *testing.T) {
 	if os.Getenv(envConduit) == "loop" {
 		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
 	}
 	adjust := inNetns(t, 2)
-	runSMP(t, 2, jobOpts{segSize: floodSlots * floodSlot, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpFlood)
+	runSMP(t, 2, jobOpts{segSize: floodSlots * floodSlot, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpFlood(100_000))
 }
 
 // TestNetnsFloodWaitModes runs the flood in each wait mode, and with the
@@ -161,7 +179,7 @@ func TestNetnsFloodWaitModes(t *testing.T) {
 		{"block-rcv", gex.WaitBlock, true},
 	} {
 		o := jobOpts{segSize: floodSlots * floodSlot, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust, waitMode: tc.mode, rcv: tc.rcv}
-		t.Run(tc.name, func(t *testing.T) { runSMP(t, 2, o, tcpFlood) })
+		t.Run(tc.name, func(t *testing.T) { runSMP(t, 2, o, tcpFlood(20_000)) })
 	}
 }
 

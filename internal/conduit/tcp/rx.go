@@ -76,7 +76,7 @@ func (t *Transport) fill(l *link, grow bool) bool {
 			case l.r > 0 && !l.delivering:
 				l.w = copy(l.buf, l.buf[l.r:l.w])
 				l.r = 0
-			case grow || l.r == 0:
+			case grow || l.r == 0 && !l.deliverable(t.maxLong()):
 				// A frame larger than the buffer, or a reader that must
 				// not stop: a new buffer twice the size (the old one stays
 				// valid for a handler running on it).

@@ -18,7 +18,7 @@ import (
 type waker struct {
 	epfd, evfd int
 	armc       chan struct{}
-	done       chan struct{}
+	quit, done chan struct{}
 	mu         sync.Mutex // guards the epoll set against close
 	stopped    bool
 }
@@ -51,7 +51,7 @@ func (w *waker) start(t *Transport) error {
 		}
 	}
 	w.armc = make(chan struct{}, 1)
-	w.done = make(chan struct{})
+	w.quit, w.done = make(chan struct{}), make(chan struct{})
 	go w.loop(t)
 	return nil
 }
@@ -59,7 +59,12 @@ func (w *waker) start(t *Transport) error {
 func (w *waker) loop(t *Transport) {
 	defer close(w.done)
 	var evs [8]unix.EpollEvent
-	for range w.armc {
+	for {
+		select {
+		case <-w.armc:
+		case <-w.quit:
+			return
+		}
 		for {
 			_, err := unix.EpollWait(w.epfd, evs[:], -1)
 			if err != unix.EINTR {
@@ -107,7 +112,7 @@ func (w *waker) stop() {
 	if w.armc != nil {
 		var one = [8]byte{1}
 		unix.Write(w.evfd, one[:]) // ends an epoll_wait in progress
-		close(w.armc)
+		close(w.quit)
 		<-w.done
 	}
 	if w.epfd >= 0 {
