@@ -38,37 +38,25 @@ const (
 	floodSlots               = 16
 )
 
-// floodShape is message seq's category and payload size: ten classes, from a
-// Short to 64 KiB Mediums and Longs (those only every 100th message).
+// floodShapes are the ten size classes, by seq%10: from a Short to 64 KiB
+// Mediums and Longs (those only every 100th message, else big).
+var floodShapes = [10]struct {
+	cat       gex.Flags
+	size, big int
+}{
+	{gex.FlagAMShort, 0, 0}, {gex.FlagAMMedium, 8, 8}, {gex.FlagAMMedium, 100, 100},
+	{gex.FlagAMMedium, 1000, 1000}, {gex.FlagAMLong, 8, 8}, {gex.FlagAMLong, 512, 512},
+	{gex.FlagAMMedium, 4096, 4096}, {gex.FlagAMLong, 20000, 20000},
+	{gex.FlagAMMedium, 300, 65536}, {gex.FlagAMLong, 2000, 65536},
+}
+
+// floodShape is message seq's category and payload size.
 func floodShape(seq int) (gex.Flags, int) {
-	switch seq % 10 {
-	case 0:
-		return gex.FlagAMShort, 0
-	case 1:
-		return gex.FlagAMMedium, 8
-	case 2:
-		return gex.FlagAMMedium, 100
-	case 3:
-		return gex.FlagAMMedium, 1000
-	case 4:
-		return gex.FlagAMLong, 8
-	case 5:
-		return gex.FlagAMLong, 512
-	case 6:
-		return gex.FlagAMMedium, 4096
-	case 7:
-		return gex.FlagAMLong, 20000
-	case 8:
-		if seq%100 == 8 {
-			return gex.FlagAMMedium, 65536
-		}
-		return gex.FlagAMMedium, 300
-	default:
-		if seq%100 == 9 {
-			return gex.FlagAMLong, 65536
-		}
-		return gex.FlagAMLong, 2000
+	c := floodShapes[seq%10]
+	if seq%100 >= 90 {
+		return c.cat, c.big
 	}
+	return c.cat, c.size
 }
 
 // floodFill writes message seq's payload from rank src.
@@ -152,9 +140,7 @@ func tcpFloodN(e *rankEnv, n int) {
 // TestNetnsFlood floods AMs of every size class both ways at once between
 // two namespace hosts: 10^5 each way (10^6 with GEXGO_TCP_FLOOD_FULL=1).
 func TestNetnsFlood(t *testing.T) {
-	if os.Getenv(envConduit) == "loop" {
-		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
-	}
+	processOnly(t)
 	adjust := inNetns(t, 2)
 	runSMP(t, 2, jobOpts{segSize: floodSlots * floodSlot, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpFlood(100_000))
 }
@@ -164,9 +150,7 @@ func TestNetnsFlood(t *testing.T) {
 // block (it sleeps in the kernel and the waker's epoll wakes it) and
 // spinblock.
 func TestNetnsFloodWaitModes(t *testing.T) {
-	if os.Getenv(envConduit) == "loop" {
-		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
-	}
+	processOnly(t)
 	adjust := inNetns(t, 2)
 	for _, tc := range []struct {
 		name string
@@ -222,9 +206,15 @@ func tcpLargeRMA(e *rankEnv) {
 
 // TestNetnsLargeRMA: RMA of several MiB between two namespace hosts.
 func TestNetnsLargeRMA(t *testing.T) {
+	processOnly(t)
+	adjust := inNetns(t, 2)
+	runSMP(t, 2, jobOpts{segSize: 16 << 20, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpLargeRMA)
+}
+
+// processOnly skips a tcp conduit test under the loop conduit.
+func processOnly(t *testing.T) {
+	t.Helper()
 	if os.Getenv(envConduit) == "loop" {
 		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
 	}
-	adjust := inNetns(t, 2)
-	runSMP(t, 2, jobOpts{segSize: 16 << 20, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust}, tcpLargeRMA)
 }

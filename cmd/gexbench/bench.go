@@ -341,3 +341,12 @@ func (r *results) writeCSV(w io.Writer) {
 }
 
 func (r *results) writeTable(w io.Writer) { io.WriteString(w, r.table.String()) }
+
+// write prints the CSV rows if csv, else the table.
+func (r *results) write(w io.Writer, csv bool) {
+	if csv {
+		r.writeCSV(w)
+	} else {
+		r.writeTable(w)
+	}
+}

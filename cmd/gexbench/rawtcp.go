@@ -113,11 +113,7 @@ func rawTCP(cfg *config, c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]
 		}
 	}
 	if me == 0 {
-		if cfg.csv {
-			res.writeCSV(stdout)
-		} else {
-			res.writeTable(stdout)
-		}
+		res.write(stdout, cfg.csv)
 	}
 	return nil
 }
