@@ -491,7 +491,7 @@ func (t *Transport) SetDelivery(d conduit.Delivery) { t.d = d }
 
 // Arm implements smp.Remote: the waker watches the sockets until one becomes
 // readable, then rings the rank's doorbell (Sleep).
-func (t *Transport) Arm() { t.w.arm() }
+func (t *Transport) Arm() { t.w.arm(t) }
 
 // Poll implements smp.Remote: it writes batched frames, then reads every
 // connection and runs the handlers of the frames that arrived, in place, on

@@ -9,19 +9,24 @@ import (
 
 // waker wakes a rank sleeping in the block wait mode when one of its sockets
 // becomes readable. The rank sleeps on its shared-memory doorbell (ranks of
-// its own host ring it too); before sleeping it arms the waker, whose
-// goroutine then waits in epoll_wait(2) on every socket and, when traffic
-// arrives, marks the transport kready (which Pending reports, so a ring that
-// comes before the sleeper is announced is not lost) and rings the doorbell.
-// In the spin wait mode nobody arms it: the polling goroutine finds the
-// bytes itself, with no goroutine between the kernel and the handler.
+// its own host ring it too). The waker's goroutine waits in epoll_wait(2) on
+// an epoll set of every socket, each registered one-shot and disarmed; before
+// sleeping, the rank arms them (epoll_ctl, from its own goroutine: no
+// goroutine is woken to arm). When traffic arrives on an armed socket the
+// waker marks the transport kready (which Pending reports, so a ring that
+// comes before the sleeper is announced is not lost) and rings the doorbell;
+// the socket stays disarmed until the next sleep. In the spin wait mode
+// nothing is armed: the polling goroutine finds the bytes itself, and no
+// goroutine runs between the kernel and the handler.
 type waker struct {
 	epfd, evfd int
-	armc       chan struct{}
-	quit, done chan struct{}
-	mu         sync.Mutex // guards the epoll set against close
+	done       chan struct{}
+	mu         sync.Mutex // guards the set against stop
 	stopped    bool
 }
+
+// armed is the event mask of an armed socket.
+const armed = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT
 
 // start creates the epoll set of t's sockets and the waker's goroutine.
 func (w *waker) start(t *Transport) error {
@@ -39,19 +44,19 @@ func (w *waker) start(t *Transport) error {
 		return fmt.Errorf("tcp: eventfd: %w", err)
 	}
 	w.epfd, w.evfd = epfd, evfd
-	fds := []int{evfd}
-	for _, l := range t.links {
-		fds = append(fds, l.fd)
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)} // stop's wake-up, always armed
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		w.stop()
+		return fmt.Errorf("tcp: epoll_ctl: %w", err)
 	}
-	for _, fd := range fds {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	for _, l := range t.links {
+		ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(l.fd)} // disarmed
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, l.fd, &ev); err != nil {
 			w.stop()
 			return fmt.Errorf("tcp: epoll_ctl: %w", err)
 		}
 	}
-	w.armc = make(chan struct{}, 1)
-	w.quit, w.done = make(chan struct{}), make(chan struct{})
+	w.done = make(chan struct{})
 	go w.loop(t)
 	return nil
 }
@@ -60,33 +65,34 @@ func (w *waker) loop(t *Transport) {
 	defer close(w.done)
 	var evs [8]unix.EpollEvent
 	for {
-		select {
-		case <-w.armc:
-		case <-w.quit:
-			return
-		}
-		for {
-			_, err := unix.EpollWait(w.epfd, evs[:], -1)
-			if err != unix.EINTR {
-				break
-			}
-		}
+		n, err := unix.EpollWait(w.epfd, evs[:], -1)
 		if t.closed.Load() {
 			return
 		}
-		t.kready.Store(true)
-		t.wake()
+		if err == nil && n > 0 {
+			t.kready.Store(true)
+			t.wake()
+		}
 	}
 }
 
-// arm asks the waker to watch the sockets (Sleep, before it sleeps).
-func (w *waker) arm() {
-	if w.armc == nil {
+// arm arms every socket (Sleep, before it sleeps): the waker rings once one
+// has input, at once if one has already.
+func (w *waker) arm(t *Transport) {
+	if w.done == nil {
 		return
 	}
-	select {
-	case w.armc <- struct{}{}:
-	default: // already armed
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	for _, l := range t.links {
+		if l.gone.Load() {
+			continue
+		}
+		ev := unix.EpollEvent{Events: armed, Fd: int32(l.fd)}
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, l.fd, &ev)
 	}
 }
 
@@ -100,7 +106,8 @@ func (w *waker) forget(l *link) {
 	}
 }
 
-// stop ends the waker's goroutine and closes its descriptors.
+// stop ends the waker's goroutine and closes its descriptors. The caller
+// has set t.closed.
 func (w *waker) stop() {
 	w.mu.Lock()
 	if w.stopped {
@@ -109,10 +116,9 @@ func (w *waker) stop() {
 	}
 	w.stopped = true
 	w.mu.Unlock()
-	if w.armc != nil {
+	if w.done != nil {
 		var one = [8]byte{1}
-		unix.Write(w.evfd, one[:]) // ends an epoll_wait in progress
-		close(w.quit)
+		unix.Write(w.evfd, one[:]) // ends the epoll_wait
 		<-w.done
 	}
 	if w.epfd >= 0 {
