@@ -55,7 +55,8 @@ type Transport struct {
 // link is the connection to one remote rank.
 type link struct {
 	rank int
-	fd   int // the socket, non-blocking; -1 once closed
+	fd   int // the socket, non-blocking; -1 once closed (read and written under rmu and wmu)
+	sock int // the socket's number, for poll and epoll sets (never changes)
 	gone atomic.Bool
 
 	// Send side: wmu guards everything below it up to rmu.
@@ -262,7 +263,7 @@ func (t *Transport) add(r int, c net.Conn) error {
 		}
 		return fmt.Errorf("tcp: connection to rank %d: %w", r, err)
 	}
-	l := &link{rank: r, fd: fd, b: newBatcher(0, 0), spare: newBatcher(0, 0), iov: make([]unix.Iovec, iovMax)}
+	l := &link{rank: r, fd: fd, sock: fd, b: newBatcher(0, 0), spare: newBatcher(0, 0), iov: make([]unix.Iovec, iovMax)}
 	l.buf = make([]byte, rxBufSize)
 	t.peers[r] = l
 	return nil
@@ -434,10 +435,10 @@ func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
 	case !writer || len(l.pfd) == 0:
 		runtime.Gosched()
 	default:
-		l.pfd[0] = unix.PollFd{Fd: int32(l.fd), Events: unix.POLLOUT}
+		l.pfd[0] = unix.PollFd{Fd: int32(l.sock), Events: unix.POLLOUT}
 		for i, k := range t.links {
-			l.pfd[1+i] = unix.PollFd{Fd: int32(k.fd), Events: unix.POLLIN}
-			if k.gone.Load() || k.fd < 0 {
+			l.pfd[1+i] = unix.PollFd{Fd: int32(k.sock), Events: unix.POLLIN}
+			if k.gone.Load() {
 				l.pfd[1+i].Fd = -1 // ignored by poll(2)
 			}
 		}

@@ -91,8 +91,8 @@ func (w *waker) arm(t *Transport) {
 		if l.gone.Load() {
 			continue
 		}
-		ev := unix.EpollEvent{Events: armed, Fd: int32(l.fd)}
-		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, l.fd, &ev)
+		ev := unix.EpollEvent{Events: armed, Fd: int32(l.sock)}
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, l.sock, &ev)
 	}
 }
 
@@ -101,8 +101,8 @@ func (w *waker) arm(t *Transport) {
 func (w *waker) forget(l *link) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.epfd >= 0 && !w.stopped && l.fd >= 0 {
-		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, l.fd, nil)
+	if w.epfd >= 0 && !w.stopped {
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, l.sock, nil)
 	}
 }
 
