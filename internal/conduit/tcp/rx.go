@@ -60,7 +60,7 @@ func (t *Transport) fill(l *link, grow bool) bool {
 	for l.fd >= 0 && !l.gone.Load() {
 		lr := &l.long
 		if lr.active && !lr.ready {
-			n, err := unix.Read(l.fd, lr.dst[lr.got:])
+			n, err := readNB(l.fd, lr.dst[lr.got:])
 			if !t.readResult(l, n, err, true) {
 				return got
 			}
@@ -88,7 +88,7 @@ func (t *Transport) fill(l *link, grow bool) bool {
 				return got // deliver first
 			}
 		}
-		n, err := unix.Read(l.fd, l.buf[l.w:])
+		n, err := readNB(l.fd, l.buf[l.w:])
 		if !t.readResult(l, n, err, l.r < l.w || lr.active) {
 			return got
 		}

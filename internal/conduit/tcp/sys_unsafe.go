@@ -36,3 +36,17 @@ func writev(fd int, vec [][]byte, iov []unix.Iovec) (int, error) {
 	}
 	return int(n), nil
 }
+
+// readNB is read(2) on the non-blocking socket fd without the runtime's
+// system-call bookkeeping (it never blocks, so the processor need not be
+// handed off): the poll loop's hottest call.
+func readNB(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
