@@ -9,19 +9,26 @@ import (
 // iovMax is the largest number of iovecs one writev(2) takes (IOV_MAX).
 const iovMax = 1024
 
+// writeMax is the most bytes one writev(2) offers the kernel: sized writes
+// keep the socket buffer topped up as it drains instead of waiting for room
+// for a large one.
+const writeMax = 64 << 10
+
 // writev writes the buffers of vec (at most iovMax of them, empty ones
 // skipped) to the non-blocking socket fd with one writev(2), building the
 // iovec array in iov (which must have room for iovMax entries). It returns
 // the bytes written; the caller advances vec. It does not allocate.
 func writev(fd int, vec [][]byte, iov []unix.Iovec) (int, error) {
-	k := 0
+	k, total := 0, 0
 	for _, b := range vec {
 		if len(b) == 0 {
 			continue
 		}
-		if k == len(iov) {
+		if k == len(iov) || total >= writeMax {
 			break
 		}
+		b = b[:min(len(b), writeMax-total)]
+		total += len(b)
 		iov[k].Base = &b[0]
 		iov[k].SetLen(len(b))
 		k++
