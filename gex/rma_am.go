@@ -21,6 +21,13 @@ import (
 //	     the remote range; the target bounds-checks it and answers with a
 //	     Medium reply carrying the bytes (or a failure status).
 //
+//	To a peer whose Long limit exceeds its Medium one (another host, over
+//	the tcp conduit) a put of more than a Medium goes as Long requests of up
+//	to putLongChunk bytes (hPutLong: the conduit places the bytes in the
+//	target's segment straight from the socket, the handler acks), and a get
+//	into this rank's own segment as Short requests (hGetLongReq) answered by
+//	Long replies written from the target's segment into ours (hGetLongRep).
+//
 // All chunks of an operation are injected back to back, so several are in
 // flight at once (as many as the conduit's rings and payload buffers allow).
 // The operation completes when every chunk was acknowledged. Operations in
