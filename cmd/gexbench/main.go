@@ -12,6 +12,7 @@
 //	gexrun -n 4 ./cmd/gexbench barrier # BarrierNB over all ranks
 //	gexrun -n 4 ./cmd/gexbench bcast   # BroadcastNB, 8 B .. 1 MiB
 //	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB, 8 B and 1 MiB
+//	gexrun -n 2 --netns 2 ./cmd/gexbench rawtcp  # the raw TCP floor: busy-polled 8 B ping-pong, stream
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
