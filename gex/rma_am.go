@@ -21,6 +21,13 @@ import (
 //	     the remote range; the target bounds-checks it and answers with a
 //	     Medium reply carrying the bytes (or a failure status).
 //
+//	To a peer whose Long limit exceeds its Medium one (another host, over
+//	the tcp conduit) a put of more than a Medium goes as Long requests of up
+//	to putLongChunk bytes (hPutLong: the conduit places the bytes in the
+//	target's segment straight from the socket, the handler acks), and a get
+//	into this rank's own segment as Short requests (hGetLongReq) answered by
+//	Long replies written from the target's segment into ours (hGetLongRep).
+//
 // All chunks of an operation are injected back to back, so several are in
 // flight at once (as many as the conduit's rings and payload buffers allow).
 // The operation completes when every chunk was acknowledged. Operations in
@@ -40,7 +47,23 @@ const (
 	// data type, operand1 lo/hi, operand2 lo/hi, op, gen. Answered by hGetRep
 	// with the fetched value (if any) as payload.
 	hAtomicReq AMIndex = 5
+	// hPutLong is a put chunk as a Long request (args: op, gen, chunk) to a
+	// peer whose Long limit exceeds its Medium one (another host over tcp):
+	// the bytes go from the initiator's memory to the target's segment
+	// without a staging copy on either side; answered by hPutAck.
+	hPutLong AMIndex = 9
+	// hGetLongReq asks for a get chunk to be answered by a Long reply
+	// (hGetLongRep: args op, gen, status 0) placed straight into the
+	// initiator's segment, where the get's destination lies; args: addr lo,
+	// addr hi, nbytes, op, gen, chunk, dest lo, dest hi. A refused range is
+	// answered by hPutAck with a status.
+	hGetLongReq AMIndex = 10
+	hGetLongRep AMIndex = 11
 )
+
+// putLongChunk is the largest put chunk sent as a Long: a 4 MiB put is 4
+// Longs in flight at once.
+const putLongChunk = 1 << 20
 
 // inflight is what the op tables know of an operation in flight: replies
 // name it by (table index, generation) and must come from its target.
@@ -136,6 +159,31 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 	n := len(s.local)
 	lim := c.cd.Limits(j)
 	chunk := lim.MaxMedium
+	// A put to a peer with larger Longs than Mediums goes as Longs, if the
+	// range is inside the segment this rank knows of (else as Mediums,
+	// which the target refuses with a status).
+	long := s.put && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium
+	if long {
+		seg := c.cd.Segment(j)
+		long = raddr >= seg.Owner && raddr-seg.Owner <= seg.Size && uint64(n) <= seg.Size-(raddr-seg.Owner)
+	}
+	// A get into this rank's own segment from such a peer is answered by
+	// Long replies, streamed from the target's segment into ours.
+	var ldest uint64
+	if !s.put && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium {
+		if own := c.ep.seg.Load(); own != nil {
+			base, p := addrOf(own.mem), addrOf(s.local)
+			if p >= base && p-base <= uintptr(len(own.mem)) && uintptr(n) <= uintptr(len(own.mem))-(p-base) {
+				seg := c.cd.Segment(j)
+				if raddr >= seg.Owner && raddr-seg.Owner <= seg.Size && uint64(n) <= seg.Size-(raddr-seg.Owner) {
+					ldest, long = uint64(own.addr)+uint64(p-base), true
+				}
+			}
+		}
+	}
+	if long {
+		chunk = min(lim.MaxLong, putLongChunk)
+	}
 	nchunks := (n + chunk - 1) / chunk
 	ec, dst := ECGet, s.local
 	if s.put {
@@ -153,7 +201,17 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 		var h conduit.Header
 		var payload []byte
 		a := raddr + uint64(lo)
-		if s.put {
+		if long && !s.put {
+			d := ldest + uint64(lo)
+			h = conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hGetLongReq), NArgs: 8}
+			h.Args[0], h.Args[1], h.Args[2] = int32(uint32(a)), int32(uint32(a>>32)), int32(hi-lo)
+			h.Args[3], h.Args[4], h.Args[5] = id, gen, int32(i)
+			h.Args[6], h.Args[7] = int32(uint32(d)), int32(uint32(d>>32))
+		} else if long {
+			h = conduit.Header{Cat: conduit.Long, IsReq: true, Handler: uint8(hPutLong), NArgs: 3, Dest: a}
+			h.Args[0], h.Args[1], h.Args[2] = id, gen, int32(i)
+			payload = s.local[lo:hi]
+		} else if s.put {
 			h = conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hPutReq), NArgs: 5}
 			h.Args[0], h.Args[1] = int32(uint32(a)), int32(uint32(a>>32))
 			h.Args[2], h.Args[3], h.Args[4] = id, gen, int32(i)
@@ -307,6 +365,31 @@ func (c *Client) rmaHandlers() []AMEntry {
 				h.Args[2] = 1
 			}
 			c.replyInternal(t, h, nil)
+		}},
+		{Index: hPutLong, Flags: FlagAMLong | FlagAMRequest, NArgs: 3, Name: "gex-put-long", Fn: func(t *Token, _ []byte, a []AMArg) {
+			// The bytes are in place: the Long was checked against this
+			// rank's segment before this handler ran.
+			h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
+			h.Args[0], h.Args[1] = a[0], a[1]
+			c.replyInternal(t, h, nil)
+		}},
+		{Index: hGetLongReq, Flags: FlagAMShort | FlagAMRequest, NArgs: 8, Name: "gex-get-long", Fn: func(t *Token, _ []byte, a []AMArg) {
+			n := int64(a[2])
+			payload, ok := c.targetRange("get", t.src, a[0], a[1], n)
+			if !ok || n > int64(c.cd.Limits(t.src).MaxLong) {
+				h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
+				h.Args[0], h.Args[1], h.Args[2] = a[3], a[4], 1
+				c.replyInternal(t, h, nil)
+				return
+			}
+			// Streamed from the segment: the conduit writes these bytes
+			// with the header in one writev, no copy.
+			h := conduit.Header{Cat: conduit.Long, Handler: uint8(hGetLongRep), NArgs: 3, Dest: uint64(uint32(a[6])) | uint64(uint32(a[7]))<<32}
+			h.Args[0], h.Args[1] = a[3], a[4]
+			c.replyInternal(t, h, payload)
+		}},
+		{Index: hGetLongRep, Flags: FlagAMLong | FlagAMReply, NArgs: 3, Name: "gex-get-long-reply", Fn: func(t *Token, _ []byte, a []AMArg) {
+			ackPart(c, &c.ops, "get", t, a) // the bytes are in place
 		}},
 		{Index: hPutAck, Flags: FlagAMShort | FlagAMReply, NArgs: 3, Name: "gex-put-ack", Fn: func(t *Token, _ []byte, a []AMArg) {
 			ackPart(c, &c.ops, "put", t, a)

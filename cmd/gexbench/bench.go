@@ -350,3 +350,12 @@ func csvValue(v float64) string {
 }
 
 func (r *results) writeTable(w io.Writer) { io.WriteString(w, r.table.String()) }
+
+// write prints the CSV rows if csv, else the table.
+func (r *results) write(w io.Writer, csv bool) {
+	if csv {
+		r.writeCSV(w)
+	} else {
+		r.writeTable(w)
+	}
+}

@@ -17,6 +17,7 @@
 //	gexrun -n 4 ./cmd/gexbench reduce  # ReduceToAllNB / ReduceToOneNB
 //	gexbench -compare a.csv,b.csv -plot ab.svg   # earlier -csv runs in one plot
 //	gexrun -n 2 ./cmd/gexbench put -api gasnet1  # GASNet-1 layer beside EX (put, get, am, barrier)
+//	gexrun -n 2 --netns 2 ./cmd/gexbench rawtcp  # the raw TCP floor: busy-polled 8 B ping-pong, stream
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
@@ -44,7 +45,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce|rawtcp [flags]"
 
 const usageHead = synopsis + `
        gexbench -compare A.csv[,B.csv...] -plot FILE.svg [-title T]   (no job: plot earlier runs)
@@ -80,6 +81,9 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
           answered from the handler by a reply of the same kind (-iters default
           20000)
   barrier BarrierNB + Wait over all ranks of the job, back to back
+  rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
+          a one-way stream (writes of 64 KiB and 1 MiB) on plain non-blocking
+          sockets between ranks 0 and 1, busy-polled, no gexgo in the path
   bcast   BroadcastNB + Wait over all ranks, the root rotating, sizes up to 4 MiB;
           from 64 KiB also with the source in the root's segment
   reduce  ReduceToAllNB + Wait and ReduceToOneNB + Wait (root rotating), U64
@@ -238,7 +242,7 @@ func (cfg *config) startProfile() (stop func(), err error) {
 }
 
 // benches are the benchmark names.
-var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce"}
+var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce", "rawtcp"}
 
 // collective reports whether the benchmark runs on every rank.
 func (cfg *config) collective() bool {
@@ -339,6 +343,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}}); err != nil {
 		return fail(err)
 	}
+	var rawAddr atomic.Pointer[string]
+	if err := ep.RegisterHandlers(rawHandlers(&rawAddr)); err != nil {
+		return fail(err)
+	}
 	var am *amState
 	if cfg.bench == "am" {
 		am = &amState{}
@@ -408,6 +416,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case cfg.collective():
 		benchErr = measureColl(&cfg, c, tm, seg, stdout)
+	case cfg.bench == "rawtcp":
+		benchErr = rawTCP(&cfg, c, tm, &rawAddr, stdout)
 	case me == 0:
 		benchErr = measure(&cfg, c, tm, seg, ads, am, stdout)
 	}

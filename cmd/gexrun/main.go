@@ -123,9 +123,10 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	bootAddr := fs.String("boot-addr", "", "TCP bootstrap address")
 	hangTimeout := fs.Duration("hang-timeout", 0, "end the job after D without communication progress")
 	mo := addMpirunFlags(fs, n)
+	nsHosts := netnsFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageText)
+			fmt.Fprint(stdout, usageText, "\nNetwork namespaces:\n", netnsUsage)
 			return 0
 		}
 		// The flag package has printed the error.
@@ -185,7 +186,7 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := mo.apply(&cfg, stdin, stderr); err != nil {
 		return usageErr("%v", err)
 	}
-	code, _ := launch.Run(ctx, cfg)
+	code, _ := runNetns(ctx, *nsHosts, cfg, stderr)
 	return code
 }
 

@@ -113,13 +113,25 @@ type Remote interface {
 	// Send injects an AM to remote rank dst (Conduit.Send's contract,
 	// including ErrWouldBlock under Immediate).
 	Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error
-	// PollClass delivers arrived AMs of one class (Requests if requests,
-	// else Replies) through d and returns how many. It never blocks. The
-	// caller holds its lock for that class, so handlers of a class never
-	// run on two goroutines at once.
-	PollClass(requests bool, d conduit.Delivery) int
+	// Poll delivers arrived AMs through d (only Replies if repliesOnly)
+	// and returns how many. It never blocks. Before running a handler it
+	// takes (TryLock) the conduit's lock of that AM's class, given by
+	// SetClassLocks, so that the handlers of a class never run on two
+	// goroutines at once, whichever transport brought them (the client
+	// keeps one token per class); an AM whose class lock is held elsewhere
+	// waits for a later Poll.
+	Poll(repliesOnly bool, d conduit.Delivery) int
+	// SetClassLocks gives, before any traffic, the locks that guard the
+	// delivery of each class: [0] Requests, [1] Replies.
+	SetClassLocks(locks *[2]sync.Mutex)
 	// Pending reports whether Poll would deliver something.
 	Pending() bool
+	// SetDelivery gives the handler dispatcher (the conduit's), before any
+	// traffic: a sender waiting for room runs handlers through it.
+	SetDelivery(d conduit.Delivery)
+	// Arm is called before the rank sleeps (Sleep): wake must be called
+	// once an AM arrives from now on.
+	Arm()
 	// Limits are the AM payload limits to a remote rank.
 	Limits() conduit.Limits
 	// Close ends the connections.
@@ -424,7 +436,13 @@ func (c *Conduit) Limits(p int) conduit.Limits {
 }
 
 // SetDelivery implements conduit.Conduit.
-func (c *Conduit) SetDelivery(d conduit.Delivery) { c.deliver = d }
+func (c *Conduit) SetDelivery(d conduit.Delivery) {
+	c.deliver = d
+	if c.cfg.Remote != nil {
+		c.cfg.Remote.SetClassLocks(&c.consumer)
+		c.cfg.Remote.SetDelivery(d)
+	}
+}
 
 func qidx(isReq bool) int {
 	if isReq {
@@ -588,29 +606,23 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 }
 
 // pollWithRemote is Poll when a remote transport delivers too. The handlers
-// of one class (Requests, or Replies) must run on one goroutine at a time,
+// of one class (Requests, or Replies) run on one goroutine at a time,
 // whichever transport brought them (the client above keeps one token per
-// class), so each class is delivered, from the local ring and from the
-// remote transport, under that class's consumer lock only. (Holding the
-// Reply lock while running Request handlers would stall a handler whose
+// class): the rings are drained under that class's consumer lock, and the
+// remote transport takes the same lock around each handler it runs. (Holding
+// the Reply lock while running Request handlers would stall a handler whose
 // Reply waits for queue space: that wait polls Replies.)
 func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 	n := 0
-	if c.consumer[1].TryLock() {
-		if !c.inbound[1].Empty() {
-			n += c.drain(1)
-		}
-		n += c.cfg.Remote.PollClass(false, c.deliver)
+	if !c.inbound[1].Empty() && c.consumer[1].TryLock() {
+		n += c.drain(1)
 		c.consumer[1].Unlock()
 	}
-	if !repliesOnly && c.consumer[0].TryLock() {
-		if !c.inbound[0].Empty() {
-			n += c.drain(0)
-		}
-		n += c.cfg.Remote.PollClass(true, c.deliver)
+	if !repliesOnly && !c.inbound[0].Empty() && c.consumer[0].TryLock() {
+		n += c.drain(0)
 		c.consumer[0].Unlock()
 	}
-	return n
+	return n + c.cfg.Remote.Poll(repliesOnly, c.deliver)
 }
 
 // drain delivers up to pollBudget AMs from inbound ring qi. The caller holds
@@ -717,6 +729,9 @@ func (c *Conduit) complain(format string, args ...any) {
 
 // Sleep implements conduit.Conduit.
 func (c *Conduit) Sleep(timeout time.Duration) {
+	if c.cfg.Remote != nil {
+		c.cfg.Remote.Arm()
+	}
 	c.bell.Sleep(c.hasWork, timeout)
 }
 

@@ -72,6 +72,14 @@ func (b *batcher) addControl(op ctrlOp, value uint64, payload []byte) {
 	b.addPayload(payload)
 }
 
+// addCopy queues an AM frame with its payload copied, whatever its size (the
+// caller returns before the frame is written).
+func (b *batcher) addCopy(h *conduit.Header, payload []byte) {
+	b.buf = appendAMHeader(b.buf, h, len(payload))
+	b.frames++
+	b.buf = append(b.buf, payload...)
+}
+
 func (b *batcher) addPayload(payload []byte) {
 	b.frames++
 	if len(payload) <= b.copyMax {
@@ -119,11 +127,26 @@ func (b *batcher) empty() bool { return b.frames == 0 }
 // flush writes every queued frame to w in order with one WriteTo (one writev
 // when w is a *net.TCPConn and the iovecs fit its limit) and empties the
 // batcher, also on error (a failed write means the connection is lost). It
-// does not allocate once the batcher's slices have grown.
+// does not allocate once the batcher's slices have grown. (The transport
+// writes the same vectors to its non-blocking socket itself: Transport.write.)
 func (b *batcher) flush(w io.Writer) error {
 	if b.frames == 0 {
 		return nil
 	}
+	b.vec = b.vectors()
+	var err error
+	if len(b.vec) == 1 {
+		_, err = w.Write(b.vec[0])
+	} else {
+		_, err = b.vec.WriteTo(w)
+	}
+	b.reset()
+	return err
+}
+
+// vectors returns the queued frames as buffers to write in order (valid
+// until reset).
+func (b *batcher) vectors() [][]byte {
 	b.closeRange()
 	b.iov = b.iov[:0]
 	for _, p := range b.pieces {
@@ -133,17 +156,16 @@ func (b *batcher) flush(w io.Writer) error {
 			b.iov = append(b.iov, b.buf[p.start:p.end])
 		}
 	}
-	b.vec = b.iov
-	var err error
-	if len(b.vec) == 1 {
-		_, err = w.Write(b.vec[0])
-	} else {
-		_, err = b.vec.WriteTo(w)
-	}
+	return b.iov
+}
+
+// reset empties the batcher after its vectors were written (or the
+// connection failed).
+func (b *batcher) reset() {
 	clear(b.iov) // drop references to callers' payloads
+	b.iov = b.iov[:0]
 	b.vec = nil
 	b.buf = b.buf[:0]
 	b.pieces = b.pieces[:0]
 	b.frames, b.refBytes = 0, 0
-	return err
 }

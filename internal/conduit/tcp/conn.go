@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"fmt"
 	"net"
 	"syscall"
 
@@ -14,40 +15,64 @@ func setNoDelay(c net.Conn) {
 	}
 }
 
-// sendBufferFull reports whether n more bytes might not fit in c's kernel
-// send buffer now (FlagImmediate's backpressure): the bytes queued (SIOCOUTQ)
-// plus n exceed half of SO_SNDBUF. Linux reports SO_SNDBUF doubled to cover
-// its bookkeeping, and counts that bookkeeping against it, so half is what
-// payload can be relied on to fit without the write blocking.
-func sendBufferFull(c net.Conn, n int) bool {
-	queued, size, ok := sendQueue(c)
-	return ok && queued+n > size/2
-}
-
-// sendQueued reports whether c's kernel send queue still holds bytes: then a
-// small frame can wait to be batched with the next ones without adding much
-// to its latency.
-func sendQueued(c net.Conn) bool {
-	queued, _, ok := sendQueue(c)
-	return ok && queued > 0
-}
-
-// sendQueue returns the bytes in c's kernel send queue (SIOCOUTQ) and its
-// SO_SNDBUF.
-func sendQueue(c net.Conn) (queued, size int, ok bool) {
-	sc, isSys := c.(syscall.Conn)
-	if !isSys {
-		return 0, 0, false
+// takeFD returns a duplicate of c's socket descriptor, non-blocking and
+// close-on-exec, and closes c: from then on the transport reads and writes
+// the socket itself with non-blocking system calls from the goroutine that
+// polls, outside Go's network poller (no reader goroutine, no hand-off).
+func takeFD(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		c.Close()
+		return -1, fmt.Errorf("tcp: %T is not a socket", c)
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return 0, 0, false
+		c.Close()
+		return -1, err
 	}
-	rc.Control(func(fd uintptr) {
-		var err1, err2 error
-		queued, err1 = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
-		size, err2 = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
-		ok = err1 == nil && err2 == nil
+	fd := -1
+	cerr := rc.Control(func(s uintptr) {
+		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
 	})
-	return queued, size, ok
+	c.Close()
+	if cerr != nil {
+		return -1, cerr
+	}
+	if err != nil {
+		return -1, fmt.Errorf("tcp: duplicating the socket: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// tuneSocket sets TCP_NODELAY and, if bufSize > 0, SO_SNDBUF and SO_RCVBUF
+// (bufSize <= 0 leaves the kernel's autotuning on; see docs/tcp.md for the
+// measurements behind the default).
+func tuneSocket(fd, bufSize int) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return fmt.Errorf("tcp: setting TCP_NODELAY: %w", err)
+	}
+	if bufSize > 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, bufSize); err != nil {
+			return fmt.Errorf("tcp: setting SO_SNDBUF: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, bufSize); err != nil {
+			return fmt.Errorf("tcp: setting SO_RCVBUF: %w", err)
+		}
+	}
+	return nil
+}
+
+// sendBufferFull reports whether n more bytes might not fit in socket fd's
+// kernel send buffer now (FlagImmediate's backpressure): the bytes queued
+// (SIOCOUTQ) plus n exceed half of SO_SNDBUF. Linux reports SO_SNDBUF doubled
+// to cover its bookkeeping, and counts that bookkeeping against it, so half is
+// what payload can be relied on to fit without the write blocking.
+func sendBufferFull(fd, n int) bool {
+	queued, err1 := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	size, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	return err1 == nil && err2 == nil && queued+n > size/2
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -101,9 +100,16 @@ func TestAcceptRefusesIntruder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rank 0's handshake: %v", err)
 	}
-	t0.add(1, c)
+	if err := t0.add(1, c); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-accepted; err != nil {
 		t.Fatalf("acceptFrom: %v", err)
+	}
+	for _, tr := range []*Transport{t0, t1} {
+		if err := tr.ready(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	defer t0.Close()
 	defer t1.Close()
@@ -160,20 +166,34 @@ func TestConnectionReset(t *testing.T) {
 	aborts := make(chan string, 1)
 	t1 := New(Config{MaxPayload: 1 << 16})
 	t1.b, t1.rank, t1.size, t1.wake, t1.peers = &fakeBoot{rank: 1, size: 2, aborts: aborts}, 1, 2, func() {}, make([]*link, 2)
-	a, b := net.Pipe()
-	t1.add(0, a)
+	a, b := nettest.TCPPair(t)
+	if err := t1.add(0, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := t1.ready(); err != nil {
+		t.Fatal(err)
+	}
 	defer t1.Close()
 	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 200}
 	frame := appendAM(nil, &h, make([]byte, 1000))
 	b.Write(frame[:len(frame)/2]) // half a frame, then the connection breaks
 	b.Close()
-	select {
-	case msg := <-aborts:
-		if !strings.Contains(msg, "rank 0") {
-			t.Fatalf("abort message %q does not name rank 0", msg)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		t1.Poll(false, func(*conduit.Incoming) { t.Error("a handler ran for half a frame") })
+		select {
+		case msg := <-aborts:
+			if !strings.Contains(msg, "rank 0") {
+				t.Fatalf("abort message %q does not name rank 0", msg)
+			}
+			return
+		default:
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a connection broken mid-frame did not end the job")
+		if time.Now().After(deadline) {
+			t.Fatal("a connection broken mid-frame did not end the job")
+		}
+		t1.Arm()
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -184,7 +204,9 @@ func TestImmediateBackpressure(t *testing.T) {
 	a, b := nettest.TCPPair(t)
 	t0 := New(Config{MaxPayload: 1 << 16})
 	t0.peers = make([]*link, 2)
-	t0.peers[1] = &link{rank: 1, c: a, b: newBatcher(0, 0)}
+	if err := t0.add(1, a); err != nil {
+		t.Fatal(err)
+	}
 	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 200}
 	payload := make([]byte, 1<<16)
 	blocked := false

@@ -1,15 +1,17 @@
 package tcp
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
@@ -22,11 +24,15 @@ import (
 // smp conduit's Remote (ranks on one host keep using shared memory). Every
 // pair of ranks on different hosts has one connection, set up at Start: the
 // lower rank dials, the higher accepts, and both prove the job secret before
-// any frame (internal/auth). A reader goroutine per connection moves arriving frames
-// into an inbound queue (requests and replies apart) and rings the rank's
-// doorbell; Poll delivers them on the polling goroutine, so handlers run
-// where gex expects. Sends write the frame header and the payload with one
-// writev, without copying the payload.
+// any frame (internal/auth).
+//
+// There is no reader goroutine: the goroutine that polls (Poll, which every
+// library wait and the receive goroutine run) reads the sockets itself with
+// non-blocking reads into a per-connection buffer and runs the handlers on
+// the frames where they lie (rx.go). A sender that finds the socket full
+// reads its own receive side while it waits (write), so two ranks flooding
+// each other cannot deadlock. Sleep (the block wait mode) is woken by the
+// waker goroutine's epoll (waker.go) when traffic arrives.
 type Transport struct {
 	cfg       Config
 	b         boot.Bootstrap
@@ -35,36 +41,37 @@ type Transport struct {
 	wake      func()
 	place     func(dest uint64, n int) []byte // this rank's segment bytes for a Long, or nil
 	ln        *net.TCPListener
-	peers     []*link
-	in        [2]inbound // 0 requests, 1 replies
-	queued    atomic.Int64
+	peers     []*link // by rank; nil for ranks on this host
+	links     []*link // the connected peers, built once Start has connected all
+	dmu       sync.Mutex
+	inc       conduit.Incoming // the AM being delivered; guarded by dmu
 	closed    atomic.Bool
-	unflushed atomic.Bool // some link may hold batched frames
-	wg        sync.WaitGroup
+	unflushed atomic.Bool      // some link may hold batched frames
+	kready    atomic.Bool      // the waker saw a socket become readable since the last Poll
+	d         conduit.Delivery // set by SetDelivery before any traffic
+	class     *[2]sync.Mutex   // set by SetClassLocks: [0] Requests, [1] Replies (may be nil)
+	w         waker
 }
 
 // link is the connection to one remote rank.
 type link struct {
 	rank int
-	c    net.Conn
-	wmu  sync.Mutex // one writer at a time; guards b
-	b    *batcher   // frames not yet written (batching of small AMs)
+	fd   int // the socket, non-blocking; -1 once closed (read and written under rmu and wmu)
+	sock int // the socket's number, for poll and epoll sets (never changes)
 	gone atomic.Bool
-}
 
-// frame is an AM that arrived and waits for Poll.
-type frame struct {
-	src     int
-	h       conduit.Header
-	payload []byte
-	placed  bool // a Long read straight into this rank's segment
-}
+	// Send side: wmu guards everything below it up to rmu.
+	wmu     sync.Mutex
+	b       *batcher // frames not yet written (batching of small AMs)
+	spare   *batcher // the other batcher: write swaps them
+	writing bool     // a write is in progress (it may have let wmu go to poll)
+	iov     []unix.Iovec
+	pfd     []unix.PollFd // the writer's: this socket (POLLOUT), then every socket (POLLIN)
+	last    int64         // monotonic ns of the last write
 
-type inbound struct {
-	mu      sync.Mutex
-	q       []frame
-	spare   []frame
-	consume sync.Mutex // one consumer at a time
+	// Receive side: rmu guards everything below it (rx.go).
+	rmu sync.Mutex
+	rx
 }
 
 // Config configures a Transport.
@@ -73,26 +80,43 @@ type Config struct {
 	JobID   string        // the job id, bound into the proofs
 	Addr    string        // IP address to listen on (this host's address on the job's network)
 	Timeout time.Duration // connecting to a peer and the handshake give up after this
-	// MaxPayload is the largest Medium or Long payload between hosts.
+	// MaxPayload is the largest Medium payload between hosts.
 	MaxPayload int
+	// MaxLong is the largest Long payload between hosts (<= MaxPayload:
+	// MaxPayload). A large Long is read straight into the segment.
+	MaxLong int
+	// SockBuf is SO_SNDBUF and SO_RCVBUF of every connection (<= 0: the
+	// kernel's autotuning).
+	SockBuf int
 }
 
 // Environment variables of the tcp conduit.
 const (
 	EnvAddr    = "GEX_TCP_ADDR"    // address to listen on (default: this host's address)
 	EnvTimeout = "GEX_TCP_TIMEOUT" // connection setup timeout, a Go duration (default 30s)
+	EnvSockBuf = "GEX_TCP_SOCKBUF" // SO_SNDBUF/SO_RCVBUF in bytes (0: kernel autotuning; default DefaultSockBuf)
 )
+
+// DefaultSockBuf is the default socket buffer size (docs/tcp.md has the
+// measurements).
+const DefaultSockBuf = 0
 
 // DefaultTimeout is how long connecting to a peer may take.
 const DefaultTimeout = 30 * time.Second
 
-// maxRemotePayload is the largest Medium and Long payload between hosts.
+// maxRemotePayload is the largest Medium payload between hosts (the
+// gex_AM_Max*Medium of every peer, on this host or another).
 const maxRemotePayload = smp.MaxMedium
+
+// maxRemoteLong is the largest Long payload between hosts: RMA puts go as
+// pipelined Longs of up to this size, written from the caller's memory and
+// read from the socket straight into the target's segment.
+const maxRemoteLong = 4 << 20
 
 // ConfigFromEnv reads the secret (GEX_SECRET, set by the launcher), the
 // listening address and the timeout.
 func ConfigFromEnv(jobID string) (Config, error) {
-	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload}
+	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload, MaxLong: maxRemoteLong, SockBuf: DefaultSockBuf}
 	sec, err := auth.SecretFromEnv()
 	if err != nil {
 		return cfg, err
@@ -109,6 +133,13 @@ func ConfigFromEnv(jobID string) (Config, error) {
 		}
 		cfg.Timeout = d
 	}
+	if v := os.Getenv(EnvSockBuf); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1<<30 {
+			return cfg, fmt.Errorf("tcp: %s=%q is not a byte count in [0, 1 GiB]", EnvSockBuf, v)
+		}
+		cfg.SockBuf = n
+	}
 	return cfg, nil
 }
 
@@ -119,8 +150,19 @@ var _ smp.Remote = (*Transport)(nil)
 
 // Limits implements smp.Remote.
 func (t *Transport) Limits() conduit.Limits {
-	return conduit.Limits{MaxMedium: t.cfg.MaxPayload, MaxLong: t.cfg.MaxPayload, MaxAlloc: t.cfg.MaxPayload}
+	return conduit.Limits{MaxMedium: t.cfg.MaxPayload, MaxLong: t.maxLong(), MaxAlloc: t.cfg.MaxPayload}
 }
+
+// limit is the payload limit of category cat.
+func (t *Transport) limit(cat conduit.Category) int {
+	if cat == conduit.Long {
+		return t.maxLong()
+	}
+	return t.cfg.MaxPayload
+}
+
+// maxLong is the Long payload limit.
+func (t *Transport) maxLong() int { return max(t.cfg.MaxLong, t.cfg.MaxPayload) }
 
 // Start implements smp.Remote: listen, exchange addresses through the
 // bootstrap, dial the higher remote ranks and accept the lower ones.
@@ -156,14 +198,17 @@ func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func(), place fu
 			ln.Close()
 			return fmt.Errorf("tcp: cannot connect to rank %d at %s within %v: %w", r, addrs[r], t.cfg.Timeout, err)
 		}
-		t.add(r, c)
+		if err := t.add(r, c); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	if err := <-accepted; err != nil {
 		ln.Close()
 		return err
 	}
 	ln.Close() // every connection is up; nobody else may connect
-	return nil
+	return t.ready()
 }
 
 // acceptFrom accepts authenticated connections until every rank in want has
@@ -195,7 +240,9 @@ func (t *Transport) acceptFrom(want []int, deadline time.Time) error {
 			continue
 		}
 		delete(left, peer)
-		t.add(peer, c)
+		if err := t.add(peer, c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -205,91 +252,55 @@ func (t *Transport) auth() *auth.Params {
 	return &auth.Params{Secret: t.cfg.Secret, JobID: t.cfg.JobID, Rank: t.rank, Size: t.size, Timeout: min(t.cfg.Timeout, auth.DefaultHandshakeTimeout)}
 }
 
-// add installs the connection to rank r and starts its reader.
-func (t *Transport) add(r int, c net.Conn) {
-	l := &link{rank: r, c: c, b: newBatcher(0, 0)}
-	t.peers[r] = l
-	t.wg.Add(1)
-	go t.read(l)
-}
-
-// LostGrace is how long a rank whose connection to a peer broke waits
-// before it ends the job itself (Abort naming the peer): the launcher, which
-// sees a peer process end, usually ends the job first, naming the rank and
-// how it ended (docs/core.md, "Ending a job").
-var LostGrace = time.Second
-
-// read moves l's frames into the inbound queues until the connection ends.
-// A clean end (the peer closed between frames) ends the reader quietly: the
-// peer process exited, and if it died the launcher ends the job. A broken
-// stream while this rank still runs ends the job with a message naming the
-// peer, so nobody waits forever for a reply that cannot come.
-func (t *Transport) read(l *link) {
-	defer t.wg.Done()
-	fr := newFrameReader(bufio.NewReaderSize(l.c, 64<<10), t.cfg.MaxPayload)
-	var fh frameHeader
-	for {
-		err := fr.Next(&fh)
-		if err == nil && fh.Control() {
-			continue // no control messages are needed yet; skipped
-		}
-		var payload []byte
-		placed := false
-		if err == nil && fh.NBytes > 0 {
-			// A Long whose bytes lie in this rank's segment is read
-			// straight into it (no staging copy); anything else into a
-			// buffer, and a Long outside the segment arrives unplaced for
-			// the receiver to refuse.
-			if fh.Cat == conduit.Long && t.place != nil {
-				if dst := t.place(fh.Dest, fh.NBytes); dst != nil {
-					payload, placed = dst, true
-				}
-			}
-			if payload == nil {
-				payload = make([]byte, fh.NBytes)
-			}
-			err = fr.ReadPayload(payload)
-		}
-		if err != nil {
-			l.gone.Store(true)
-			if t.closed.Load() || err == io.EOF {
-				return
-			}
-			// The peer's process may have ended: give the launcher, which
-			// sees that, LostGrace to end the job naming it (its words
-			// are better than "connection reset"); then end it here.
-			msg := fmt.Sprintf("lost the connection to rank %d: %v", l.rank, err)
-			time.AfterFunc(LostGrace, func() {
-				if !t.closed.Load() {
-					t.b.Abort(msg)
-				}
-			})
-			return
-		}
-		qi := 1
-		if fh.IsReq {
-			qi = 0
-		}
-		q := &t.in[qi]
-		q.mu.Lock()
-		q.q = append(q.q, frame{src: l.rank, h: fh.Header, payload: payload, placed: placed})
-		q.mu.Unlock()
-		t.queued.Add(1)
-		t.wake()
+// add installs the connection to rank r: the transport takes c's socket.
+func (t *Transport) add(r int, c net.Conn) error {
+	fd, err := takeFD(c)
+	if err == nil {
+		err = tuneSocket(fd, t.cfg.SockBuf)
 	}
+	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("tcp: connection to rank %d: %w", r, err)
+	}
+	l := &link{rank: r, fd: fd, sock: fd, b: newBatcher(0, 0), spare: newBatcher(0, 0), iov: make([]unix.Iovec, iovMax)}
+	l.buf = make([]byte, rxBufSize)
+	t.peers[r] = l
+	return nil
 }
 
-// Send implements smp.Remote.
+// ready finishes Start once every connection is up.
+func (t *Transport) ready() error {
+	for _, l := range t.peers {
+		if l != nil {
+			t.links = append(t.links, l)
+		}
+	}
+	for _, l := range t.links {
+		l.pfd = make([]unix.PollFd, 1+len(t.links))
+	}
+	return t.w.start(t)
+}
+
+// Send implements smp.Remote. Small AMs are batched: a frame sent within
+// batchWindow of the link's last write waits in the link's batcher and goes
+// out with the next ones in one writev (when the batch reaches batchFlush
+// bytes, or at the next Poll, which every wait of the library runs). An AM
+// to a link that has been quiet, or one whose payload is referenced rather
+// than copied (larger than the batcher's copy limit), is written at once,
+// header and payload with one writev from the caller's memory; Send returns
+// once the kernel has every byte (the payload may then be reused).
 func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
-	l := t.peers[dst]
-	if l == nil {
+	if dst < 0 || dst >= len(t.peers) || t.peers[dst] == nil {
 		return fmt.Errorf("tcp: no connection to rank %d", dst)
 	}
+	l := t.peers[dst]
 	if h.Cat == conduit.Short {
 		payload = nil
 	}
-	if len(payload) > t.cfg.MaxPayload {
-		return fmt.Errorf("tcp: payload of %d bytes exceeds the %d-byte limit between hosts", len(payload), t.cfg.MaxPayload)
+	if lim := t.limit(h.Cat); len(payload) > lim {
+		return fmt.Errorf("tcp: %v payload of %d bytes exceeds the %d-byte limit between hosts", h.Cat, len(payload), lim)
 	}
 	if l.gone.Load() {
 		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
@@ -297,19 +308,30 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	n := headLen(int(h.NArgs)) + len(payload)
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if flags&conduit.Immediate != 0 && (l.b.wouldBlock(n) || sendBufferFull(l.c, l.b.pending()+n)) {
+	for w := 0; l.writing; w++ {
+		// Another write on this link waits for room (and polls meanwhile;
+		// this Send may come from a handler it runs): queue a copy, which
+		// that writer sends. A request beyond the high-water mark waits.
+		switch {
+		case flags&conduit.Immediate != 0:
+			return conduit.ErrWouldBlock
+		case !h.IsReq || l.b.pending()+n <= l.b.highWater:
+			l.b.addCopy(&h, payload)
+			return nil
+		}
+		l.wmu.Unlock()
+		t.waitWritable(l, w, true, false)
+		l.wmu.Lock()
+	}
+	if l.fd < 0 {
+		return fmt.Errorf("tcp: the connection to rank %d is closed", dst)
+	}
+	if flags&conduit.Immediate != 0 && (l.b.wouldBlock(n) || sendBufferFull(l.fd, l.b.pending()+n)) {
 		return conduit.ErrWouldBlock
 	}
-	// Small AMs are batched: while the socket still has bytes queued in the
-	// kernel, a frame waits in the link's batcher and goes out with the
-	// next ones in one writev (when the batch reaches batchFlush bytes, or
-	// at the next Poll, which every wait of the library runs). An AM to an
-	// idle socket, or one whose payload is referenced rather than copied
-	// (larger than the batcher's copy limit: it must be out before Send
-	// returns), goes at once.
 	l.b.add(&h, payload)
-	if len(payload) > l.b.copyMax || l.b.pending() >= batchFlush || !sendQueued(l.c) {
-		if err := l.b.flush(l.c); err != nil {
+	if len(payload) > l.b.copyMax || l.b.pending() >= batchFlush || nanotime()-l.last > batchWindow {
+		if err := t.write(l, h.IsReq); err != nil {
 			return fmt.Errorf("tcp: sending to rank %d: %w", dst, err)
 		}
 		return nil
@@ -318,8 +340,112 @@ func (t *Transport) Send(dst int, h conduit.Header, payload []byte, flags condui
 	return nil
 }
 
-// batchFlush is the batch size that is written without waiting for Poll.
-const batchFlush = 16 << 10
+const (
+	// batchFlush is the batch size that is written without waiting for Poll.
+	batchFlush = 16 << 10
+	// batchWindow: a small frame sent this soon after the link's last write
+	// joins a batch (a flood); one sent later goes at once (a ping-pong).
+	batchWindow = 4000 // ns
+)
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(epoch)) }
+
+var epoch = time.Now()
+
+// write writes l's batched frames to its socket and empties the batcher,
+// also on error (a failed write means the connection is lost). The caller
+// holds l.wmu and no write is in progress on l. When the socket's send buffer
+// is full the writer lets l.wmu go and polls (waitWritable) until there is
+// room: GASNet requires a blocked sender to poll, and it keeps the peers'
+// writes moving too. Sends to l meanwhile queue copies in the other batcher,
+// which the writer sends after its own.
+func (t *Transport) write(l *link, isReq bool) error {
+	l.writing = true
+	var err error
+	for err == nil && !l.b.empty() {
+		cur := l.b
+		l.b, l.spare = l.spare, nil
+		err = t.writeVec(l, cur.vectors(), isReq)
+		cur.reset()
+		l.spare = cur
+	}
+	if err != nil {
+		l.b.reset()
+	}
+	l.writing = false
+	l.last = nanotime()
+	return err
+}
+
+// writeVec writes vec to l's socket; see write.
+func (t *Transport) writeVec(l *link, vec [][]byte, isReq bool) error {
+	for w := 0; len(vec) > 0; {
+		if l.fd < 0 {
+			return net.ErrClosed
+		}
+		n, err := writev(l.fd, vec, l.iov)
+		switch err {
+		case nil:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			l.wmu.Unlock()
+			t.waitWritable(l, w, isReq, true)
+			l.wmu.Lock()
+			w++
+			continue
+		default:
+			return err
+		}
+		w = 0
+		for n > 0 {
+			if n >= len(vec[0]) {
+				n -= len(vec[0])
+				vec = vec[1:]
+			} else {
+				vec[0] = vec[0][n:]
+				n = 0
+			}
+		}
+		for len(vec) > 0 && len(vec[0]) == 0 {
+			vec = vec[1:]
+		}
+	}
+	return nil
+}
+
+// waitWritable waits a little for room on l's socket, polling: if no other
+// goroutine delivers, it runs the handlers of what arrived (everything for a
+// request sender, replies only for a reply sender, as the smp conduit's
+// senders do); else it reads every connection into its buffer. Then it spins
+// a few times, and later sleeps in poll(2) (at most 1 ms) until the socket
+// is writable or some socket has bytes to read (writer: the caller is l's
+// writer and may use l.pfd).
+func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
+	if d := t.d; d != nil && t.dmu.TryLock() {
+		for _, k := range t.links {
+			t.serve(k, !isReq, d)
+		}
+		t.dmu.Unlock()
+	} else {
+		t.fillAll()
+	}
+	switch {
+	case w < 4:
+	case !writer || len(l.pfd) == 0:
+		runtime.Gosched()
+	default:
+		l.pfd[0] = unix.PollFd{Fd: int32(l.sock), Events: unix.POLLOUT}
+		for i, k := range t.links {
+			l.pfd[1+i] = unix.PollFd{Fd: int32(k.sock), Events: unix.POLLIN}
+			if k.gone.Load() {
+				l.pfd[1+i].Fd = -1 // ignored by poll(2)
+			}
+		}
+		unix.Poll(l.pfd, 1)
+	}
+}
 
 // flushAll writes the batched frames of every link that no other goroutine
 // is writing to (Poll and Close).
@@ -327,16 +453,16 @@ func (t *Transport) flushAll() {
 	if !t.unflushed.Swap(false) {
 		return
 	}
-	for _, l := range t.peers {
-		if l == nil || l.gone.Load() {
+	for _, l := range t.links {
+		if l.gone.Load() {
 			continue
 		}
 		if !l.wmu.TryLock() {
 			t.unflushed.Store(true) // its writer may leave frames behind: look again next time
 			continue
 		}
-		if !l.b.empty() {
-			if err := l.b.flush(l.c); err != nil && !t.closed.Load() {
+		if !l.writing && !l.b.empty() && l.fd >= 0 {
+			if err := t.write(l, true); err != nil && !t.closed.Load() {
 				fmt.Fprintf(os.Stderr, "gexgo: rank %d: sending to rank %d: %v\n", t.rank, l.rank, err)
 			}
 		}
@@ -344,54 +470,76 @@ func (t *Transport) flushAll() {
 	}
 }
 
-// Pending implements smp.Remote.
-func (t *Transport) Pending() bool { return t.queued.Load() > 0 }
+// Pending implements smp.Remote: an AM is ready to be delivered, or the
+// waker saw a socket become readable.
+func (t *Transport) Pending() bool {
+	if t.kready.Load() {
+		return true
+	}
+	for _, l := range t.links {
+		if l.rmu.TryLock() {
+			ok := l.deliverable(t.maxLong())
+			l.rmu.Unlock()
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
 
-// Poll implements smp.Remote.
+// SetDelivery implements smp.Remote: blocked senders deliver through d.
+func (t *Transport) SetDelivery(d conduit.Delivery) { t.d = d }
+
+// SetClassLocks implements smp.Remote: a handler of a class runs only while
+// this transport holds that class's lock (TryLock; when another goroutine
+// holds it, the frame waits for a later Poll).
+func (t *Transport) SetClassLocks(locks *[2]sync.Mutex) { t.class = locks }
+
+// classLock takes the lock of the class of an AM (isReq), if there is one; it
+// reports false when another goroutine holds it.
+func (t *Transport) classLock(isReq bool) bool {
+	if t.class == nil {
+		return true
+	}
+	return t.class[classIndex(isReq)].TryLock()
+}
+
+func (t *Transport) classUnlock(isReq bool) {
+	if t.class != nil {
+		t.class[classIndex(isReq)].Unlock()
+	}
+}
+
+func classIndex(isReq bool) int {
+	if isReq {
+		return 0
+	}
+	return 1
+}
+
+// Arm implements smp.Remote: the waker watches the sockets until one becomes
+// readable, then rings the rank's doorbell (Sleep).
+func (t *Transport) Arm() { t.w.arm(t) }
+
+// Poll implements smp.Remote: it writes batched frames, then reads every
+// connection and runs the handlers of the frames that arrived, in place, on
+// the calling goroutine. One goroutine delivers at a time; another one
+// polling meanwhile (or a handler's own nested poll) only reads, so that the
+// peers' writes still progress.
 func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
-	n := t.PollClass(false, d)
-	if !repliesOnly {
-		n += t.PollClass(true, d)
-	}
-	return n
-}
-
-// PollClass implements smp.Remote: Poll for one class of AMs. It flushes
-// the batched sends first, as every Poll does.
-func (t *Transport) PollClass(requests bool, d conduit.Delivery) int {
+	t.kready.Store(false)
 	t.flushAll()
-	qi := 0
-	if !requests {
-		qi = 1
-	}
-	if t.queued.Load() == 0 {
+	if !t.dmu.TryLock() {
+		t.fillAll()
 		return 0
 	}
-	return t.drain(qi, d)
-}
-
-func (t *Transport) drain(qi int, d conduit.Delivery) int {
-	q := &t.in[qi]
-	if !q.consume.TryLock() {
-		return 0
+	n := 0
+	for _, l := range t.links {
+		n += t.serve(l, repliesOnly, d)
 	}
-	defer q.consume.Unlock()
-	q.mu.Lock()
-	batch := q.q
-	q.q, q.spare = q.spare[:0], nil
-	q.mu.Unlock()
-	var in conduit.Incoming
-	for i := range batch {
-		f := &batch[i]
-		in.Src, in.Header, in.Payload, in.Placed = f.src, f.h, f.payload, f.placed
-		d(&in)
-		*f = frame{}
-	}
-	t.queued.Add(-int64(len(batch)))
-	q.mu.Lock()
-	q.spare = batch[:0]
-	q.mu.Unlock()
-	return len(batch)
+	t.dmu.Unlock()
+	return n
 }
 
 // Close implements smp.Remote.
@@ -401,12 +549,21 @@ func (t *Transport) Close() error {
 	if !t.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	t.w.stop()
 	var errs []error
 	for _, l := range t.peers {
-		if l != nil {
-			errs = append(errs, l.c.Close())
+		if l == nil {
+			continue
 		}
+		l.gone.Store(true)
+		l.wmu.Lock()
+		l.rmu.Lock()
+		if l.fd >= 0 {
+			errs = append(errs, unix.Close(l.fd))
+			l.fd = -1
+		}
+		l.rmu.Unlock()
+		l.wmu.Unlock()
 	}
-	t.wg.Wait()
 	return errors.Join(errs...)
 }

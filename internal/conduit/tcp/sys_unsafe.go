@@ -1,0 +1,59 @@
+package tcp
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// iovMax is the largest number of iovecs one writev(2) takes (IOV_MAX).
+const iovMax = 1024
+
+// writeMax is the most bytes one writev(2) offers the kernel: sized writes
+// keep the socket buffer topped up as it drains instead of waiting for room
+// for a large one.
+const writeMax = 64 << 10
+
+// writev writes the buffers of vec (at most iovMax of them, empty ones
+// skipped) to the non-blocking socket fd with one writev(2), building the
+// iovec array in iov (which must have room for iovMax entries). It returns
+// the bytes written; the caller advances vec. It does not allocate.
+func writev(fd int, vec [][]byte, iov []unix.Iovec) (int, error) {
+	k, total := 0, 0
+	for _, b := range vec {
+		if len(b) == 0 {
+			continue
+		}
+		if k == len(iov) || total >= writeMax {
+			break
+		}
+		b = b[:min(len(b), writeMax-total)]
+		total += len(b)
+		iov[k].Base = &b[0]
+		iov[k].SetLen(len(b))
+		k++
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+	clear(iov[:k]) // drop the references to callers' payloads
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// readNB is read(2) on the non-blocking socket fd without the runtime's
+// system-call bookkeeping (it never blocks, so the processor need not be
+// handed off): the poll loop's hottest call.
+func readNB(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

@@ -1,0 +1,130 @@
+package tcp
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// waker wakes a rank sleeping in the block wait mode when one of its sockets
+// becomes readable. The rank sleeps on its shared-memory doorbell (ranks of
+// its own host ring it too). The waker's goroutine waits in epoll_wait(2) on
+// an epoll set of every socket, each registered one-shot and disarmed; before
+// sleeping, the rank arms them (epoll_ctl, from its own goroutine: no
+// goroutine is woken to arm). When traffic arrives on an armed socket the
+// waker marks the transport kready (which Pending reports, so a ring that
+// comes before the sleeper is announced is not lost) and rings the doorbell;
+// the socket stays disarmed until the next sleep. In the spin wait mode
+// nothing is armed: the polling goroutine finds the bytes itself, and no
+// goroutine runs between the kernel and the handler.
+type waker struct {
+	epfd, evfd int
+	done       chan struct{}
+	mu         sync.Mutex // guards the set against stop
+	stopped    bool
+}
+
+// armed is the event mask of an armed socket.
+const armed = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT
+
+// start creates the epoll set of t's sockets and the waker's goroutine.
+func (w *waker) start(t *Transport) error {
+	w.epfd, w.evfd = -1, -1
+	if len(t.links) == 0 {
+		return nil
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("tcp: epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return fmt.Errorf("tcp: eventfd: %w", err)
+	}
+	w.epfd, w.evfd = epfd, evfd
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)} // stop's wake-up, always armed
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		w.stop()
+		return fmt.Errorf("tcp: epoll_ctl: %w", err)
+	}
+	for _, l := range t.links {
+		ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(l.fd)} // disarmed
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, l.fd, &ev); err != nil {
+			w.stop()
+			return fmt.Errorf("tcp: epoll_ctl: %w", err)
+		}
+	}
+	w.done = make(chan struct{})
+	go w.loop(t)
+	return nil
+}
+
+func (w *waker) loop(t *Transport) {
+	defer close(w.done)
+	var evs [8]unix.EpollEvent
+	for {
+		n, err := unix.EpollWait(w.epfd, evs[:], -1)
+		if t.closed.Load() {
+			return
+		}
+		if err == nil && n > 0 {
+			t.kready.Store(true)
+			t.wake()
+		}
+	}
+}
+
+// arm arms every socket (Sleep, before it sleeps): the waker rings once one
+// has input, at once if one has already.
+func (w *waker) arm(t *Transport) {
+	if w.done == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	for _, l := range t.links {
+		if l.gone.Load() {
+			continue
+		}
+		ev := unix.EpollEvent{Events: armed, Fd: int32(l.sock)}
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, l.sock, &ev)
+	}
+}
+
+// forget takes a lost connection out of the epoll set (it would be readable
+// for ever).
+func (w *waker) forget(l *link) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.epfd >= 0 && !w.stopped {
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, l.sock, nil)
+	}
+}
+
+// stop ends the waker's goroutine and closes its descriptors. The caller
+// has set t.closed.
+func (w *waker) stop() {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	w.stopped = true
+	w.mu.Unlock()
+	if w.done != nil {
+		var one = [8]byte{1}
+		unix.Write(w.evfd, one[:]) // ends the epoll_wait
+		<-w.done
+	}
+	if w.epfd >= 0 {
+		unix.Close(w.epfd)
+	}
+	if w.evfd >= 0 {
+		unix.Close(w.evfd)
+	}
+}
