@@ -24,7 +24,10 @@ import (
 //	12  4    payload buffer index in the sender's pool for this receiver (not inline)
 //	16  8    Long destination address (owner's address)
 //	24  64   args: 16 x int32, the first nargs meaningful
-//	88  ...  inline payload
+//	88  2    destination endpoint index (gex_EP_Index_t)
+//	90  2    source endpoint index
+//	92  4    reserved, 0
+//	96  ...  inline payload
 const (
 	offKind    = 0
 	offHandler = 1
@@ -34,7 +37,9 @@ const (
 	offBuf     = 12
 	offDest    = 16
 	offArgs    = 24
-	offInline  = 88
+	offEP      = 88
+	offSrcEP   = 90
+	offInline  = 96
 
 	kindCatMask = 0x3
 	kindReq     = 1 << 2
@@ -75,6 +80,8 @@ func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte, payloa
 	for i := 0; i < int(h.NArgs) && i < conduit.MaxArgs; i++ {
 		binary.LittleEndian.PutUint32(a[4*i:], uint32(h.Args[i]))
 	}
+	binary.LittleEndian.PutUint16(s[offEP:], h.EP)
+	binary.LittleEndian.PutUint16(s[offSrcEP:], h.SrcEP)
 	if flags&kindInline != 0 {
 		copy(s[offInline:], payload)
 	}
@@ -137,6 +144,8 @@ func decodeSlot(s []byte, h *slotHeader, size, maxPayload int) error {
 	h.Src, h.NBytes, h.Inline, h.Placed = int(src), int(n), inline, placed
 	h.Buf = int(binary.LittleEndian.Uint32(s[offBuf:]))
 	h.Dest = binary.LittleEndian.Uint64(s[offDest:])
+	h.EP = binary.LittleEndian.Uint16(s[offEP:])
+	h.SrcEP = binary.LittleEndian.Uint16(s[offSrcEP:])
 	a := s[offArgs : offArgs+4*conduit.MaxArgs]
 	for i := 0; i < int(nargs); i++ {
 		h.Args[i] = int32(binary.LittleEndian.Uint32(a[4*i:]))
