@@ -33,6 +33,8 @@ type Client struct {
 	name  string
 	flags Flags
 	ep    *EP
+	eps   epTable  // every endpoint by index (ep.go)
+	pub   pubTable // peers' published segments (segment.go)
 	tm    *TM
 	cdata cdata
 
@@ -213,7 +215,8 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 		c.done = d.Done()
 	}
 
-	c.ep = &EP{c: c, index: 0}
+	c.ep = &EP{c: c, index: 0, caps: EPCapabilityAll}
+	c.eps.all.Store(&[]*EP{c.ep})
 	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size), id: primordialTeamID}
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)

@@ -155,7 +155,7 @@ func (c *Client) memsetHandlers() []AMEntry {
 		h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
 		h.Args[0], h.Args[1] = a[4], a[5]
 		n := int64(a[2])
-		if dst, ok := c.targetRange("memset", t.src, a[0], a[1], n); ok && n <= memsetChunk {
+		if dst, ok := c.targetRange("memset", t, a[0], a[1], n); ok && n <= memsetChunk {
 			fill(dst, byte(a[3]))
 		} else {
 			h.Args[2] = 1

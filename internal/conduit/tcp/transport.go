@@ -240,7 +240,7 @@ func (t *Transport) read(l *link) {
 			// straight into it (no staging copy); anything else into a
 			// buffer, and a Long outside the segment arrives unplaced for
 			// the receiver to refuse.
-			if fh.Cat == conduit.Long && t.place != nil {
+			if fh.Cat == conduit.Long && fh.EP == 0 && t.place != nil { // only the primordial endpoint's segment is placed here
 				if dst := t.place(fh.Dest, fh.NBytes); dst != nil {
 					payload, placed = dst, true
 				}
