@@ -134,11 +134,11 @@ type teamState struct {
 	// hold several members, each with its own state under memberID(base, r)).
 	base      uint64
 	perMember bool
-	tm     *TM // nil while only peers' messages created it
-	next   uint32
-	active int // operations initiated here and not complete
-	ops    map[uint32]*collOp
-	legacy atomic.Bool // a GASNet-1 barrier is in progress (gasnet1.go)
+	tm        *TM // nil while only peers' messages created it
+	next      uint32
+	active    int // operations initiated here and not complete
+	ops       map[uint32]*collOp
+	legacy    atomic.Bool // a GASNet-1 barrier is in progress (gasnet1.go)
 }
 
 // collSend is a message progress() has to inject.

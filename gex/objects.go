@@ -65,7 +65,7 @@ type TM struct {
 	// epPath: the local endpoint or some member is not primordial, so the
 	// fast paths that know only primordial segments are skipped.
 	epPath bool
-	cdata   cdata
+	cdata  cdata
 
 	id        uint64     // team id (team.go); 0 for TM-pairs
 	ts        *teamState // collective state (guarded by the client's coll.mu)
