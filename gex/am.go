@@ -193,7 +193,7 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 		// Memory Kinds, "gex_EP_Create": the destination endpoint index is
 		// checked like any other field of the AM.
 		if ep = c.epAt(in.EP); ep == nil {
-			c.reject(in, "endpoint index %d does not exist in this process (%d endpoint(s))", in.EP, len(*c.eps.all.Load()))
+			c.reject(in, "endpoint index %d does not exist in this process (%d endpoint(s); sent by endpoint %d of rank %d)", in.EP, len(*c.eps.all.Load()), in.SrcEP, in.Src)
 			return
 		}
 		if in.Placed {
@@ -289,8 +289,8 @@ func reqRepWord(isReq bool) string {
 // naming the sender, this rank, the handler and the reason.
 func (c *Client) reject(in *conduit.Incoming, format string, args ...any) {
 	c.rejected.Add(1)
-	c.refuse(fmt.Sprintf("refused an AM %v %s from rank %d (endpoint %d) to rank %d for handler %d: "+format,
-		append([]any{in.Cat, reqRepWord(in.IsReq), in.Src, in.SrcEP, c.rank, in.Handler}, args...)...))
+	c.refuse(fmt.Sprintf("refused an AM %v %s from rank %d to rank %d for handler %d: "+format,
+		append([]any{in.Cat, reqRepWord(in.IsReq), in.Src, c.rank, in.Handler}, args...)...))
 }
 
 // offsetOf returns the offset of [a, a+n) in s, if it lies inside s.
