@@ -438,7 +438,7 @@ func TestMKSegmentChurn(t *testing.T) {
 		maps0, rss0 := mapsLines(e.t), rssKB(e.t)
 		churn(1000)
 		maps1, rss1 := mapsLines(e.t), rssKB(e.t)
-		if maps1 > maps0+2 {
+		if maps1 > maps0+16 { // the Go heap may map a few arenas; one leak per cycle would be 1000
 			e.Fatalf("mappings grew from %d to %d lines over 1000 create/destroy cycles", maps0, maps1)
 		}
 		if rss1 > rss0+16<<10 {
