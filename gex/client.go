@@ -234,6 +234,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	for _, e := range c.memsetHandlers() {
 		c.ep.handlers[e.Index].Store(&e)
 	}
+	for _, e := range c.segHandlers() {
+		c.ep.handlers[e.Index].Store(&e)
+	}
 	cd.SetDelivery(c.deliver)
 	c.startWatch(cfg.cd == nil) // a process rank unless the caller gave the conduit
 	if err := cd.Barrier(); err != nil {

@@ -555,11 +555,33 @@ func TestMKBadInput(t *testing.T) {
 		if bs.Size != mkSegSize {
 			e.Fatalf("peer's published endpoint: size %d, want %d", bs.Size, mkSegSize)
 		}
-		// An endpoint never published here answers "unsuccessful".
-		pr, _ = gex.TMPair(e.ep, 99)
-		if bs, _, err := pr.QueryBoundSegmentNB((e.rank+1)%e.size, 0); err != nil || bs.Size != 0 {
-			e.Fatalf("QueryBoundSegmentNB of an unknown endpoint = %+v, %v; want size 0", bs, err)
+		// An endpoint never published here: its segment is fetched.
+		late, err := e.c.EPCreate(gex.EPCapabilityRMA, 0)
+		e.Check(err, "EPCreate")
+		lseg, err := gex.SegmentCreate(e.c, nil, 2*mkSegSize, gex.MKHost, 0)
+		e.Check(err, "SegmentCreate")
+		e.Check(late.BindSegment(lseg, 0), "BindSegment")
+		bare, err := e.c.EPCreate(gex.EPCapabilityAM, 0) // no segment
+		e.Check(err, "EPCreate")
+		e.Barrier()
+		peer := (e.rank + 1) % e.size
+		pr, _ = gex.TMPair(e.ep, late.QueryIndex())
+		if bs, _, err := pr.QueryBoundSegmentNB(peer, gex.FlagImmediate); err != nil || bs.Size != 0 {
+			e.Fatalf("QueryBoundSegmentNB(IMMEDIATE) of an unpublished endpoint = %+v, %v; want size 0", bs, err)
 		}
+		_, ev, err := pr.QueryBoundSegmentNB(peer, 0)
+		e.Check(err, "QueryBoundSegmentNB (fetch)")
+		if ev == gex.EventInvalid {
+			e.Fatalf("QueryBoundSegmentNB of an unpublished endpoint returned no event")
+		}
+		e.Check(ev.Wait(), "fetch")
+		if bs, ev, err := pr.QueryBoundSegmentNB(peer, 0); err != nil || ev != gex.EventInvalid || bs.Size != 2*mkSegSize || bs.Owner == 0 {
+			e.Fatalf("QueryBoundSegmentNB after the fetch = %+v, %v, %v; want size %d", bs, ev, err, 2*mkSegSize)
+		}
+		pr, _ = gex.TMPair(e.ep, bare.QueryIndex())
+		_, ev, err = pr.QueryBoundSegmentNB(peer, 0)
+		e.Check(err, "QueryBoundSegmentNB (fetch, no segment)")
+		e.Check(ev.Wait(), "fetch (no segment)")
 		e.Barrier()
 	})
 }

@@ -136,10 +136,14 @@ type BoundSegment struct {
 // endpoint of any process. The spec's first argument is the tm, so it is a TM
 // method here. SegmentAttach and PublishBoundSegment give every member of
 // their team the segment information, and a process knows its own
-// endpoints', so the query answers from what this process holds and the
-// event is always EventInvalid; an endpoint whose segment was never
-// published to this process answers "unsuccessful" (Size 0). The call is
-// permitted in restricted context when flags include FlagImmediate.
+// endpoints', so the query mostly answers from what this process holds, with
+// EventInvalid. For another process's non-primordial endpoint whose segment
+// was never published here the information must be fetched: the call
+// returns an empty BoundSegment and an event that completes when it has
+// arrived, after which the same query answers it (Size 0 still: the endpoint
+// has no bound segment). With FlagImmediate nothing is fetched and the
+// answer is "unsuccessful" (Size 0); the call is then permitted in
+// restricted context.
 func (tm *TM) QueryBoundSegmentNB(rank Rank, flags Flags) (BoundSegment, Event, error) {
 	if flags&FlagImmediate == 0 {
 		if err := tm.c.checkRestricted("QueryBoundSegmentNB"); err != nil {
@@ -152,7 +156,15 @@ func (tm *TM) QueryBoundSegmentNB(rank Rank, flags Flags) (BoundSegment, Event, 
 	if err := tm.checkRank("QueryBoundSegmentNB", rank); err != nil {
 		return BoundSegment{}, EventInvalid, err
 	}
-	info := tm.c.segOf(tm.jobrank(rank), tm.epOf(rank))
+	j, ep := tm.jobrank(rank), tm.epOf(rank)
+	info := tm.c.segOf(j, ep)
+	if info.Size == 0 && j != tm.c.rank && ep != 0 && flags&FlagImmediate == 0 {
+		// Not published here: fetch it from the endpoint. The event
+		// completes when the information has arrived; the same query then
+		// answers it (a returned struct cannot be written later in Go).
+		ev, err := tm.c.fetchSeg(j, ep)
+		return BoundSegment{}, ev, tm.c.report(err)
+	}
 	return BoundSegment{Owner: Addr(info.Owner), Local: info.Local, Size: info.Size}, EventInvalid, nil
 }
 
@@ -478,4 +490,67 @@ func (c *Client) allGather(tm *TM, table, mine []byte) error {
 		return err
 	}
 	return ev.Wait()
+}
+
+// Fetching a bound segment (gex_EP_QueryBoundSegmentNB when the information
+// is not here): a Short request to the endpoint, answered by a Medium reply
+// carrying its record in PublishBoundSegment's format (size 0: none bound).
+const (
+	hSegQuery AMIndex = 8 // Short request to the endpoint; args: op, gen
+	hSegInfo  AMIndex = 9 // Medium reply; args: op, gen; payload: one pubRec
+)
+
+// segRecord encodes ep's bound segment as one pubRec.
+func segRecord(r []byte, ep *EP) {
+	binary.LittleEndian.PutUint16(r[0:], uint16(ep.index))
+	seg := ep.seg.Load()
+	if seg == nil || seg.dead.Load() {
+		return
+	}
+	binary.LittleEndian.PutUint64(r[8:], uint64(seg.addr))
+	binary.LittleEndian.PutUint64(r[16:], uint64(len(seg.mem)))
+	if seg.reg != nil {
+		binary.LittleEndian.PutUint16(r[2:], 1)
+		d, _ := seg.reg.Desc().MarshalBinary()
+		copy(r[24:], d)
+	}
+}
+
+// fetchSeg starts the fetch of endpoint ep of job rank j's segment.
+func (c *Client) fetchSeg(j int, ep uint16) (Event, error) {
+	id, op := c.startOp(j, 1, pubRec, nil, modeNB, ECGet)
+	ev := op.ev
+	h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hSegQuery), NArgs: 2, EP: ep}
+	h.Args[0], h.Args[1] = id, int32(op.gen)
+	if err := c.cd.Send(j, h, nil, 0); err != nil {
+		return abandonOp(c, &c.ops, "QueryBoundSegmentNB", id, op, modeNB, err)
+	}
+	return ev.handle(), nil
+}
+
+// segHandlers answer and complete segment fetches.
+func (c *Client) segHandlers() []AMEntry {
+	return []AMEntry{
+		{Index: hSegQuery, Flags: FlagAMShort | FlagAMRequest, NArgs: 2, Name: "gex-seg-query", Fn: func(t *Token, _ []byte, a []AMArg) {
+			var rec [pubRec]byte
+			segRecord(rec[:], t.ep)
+			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hSegInfo), NArgs: 2}
+			h.Args[0], h.Args[1] = a[0], a[1]
+			c.replyInternal(t, h, rec[:])
+		}},
+		{Index: hSegInfo, Flags: FlagAMMedium | FlagAMReply, NArgs: 2, Name: "gex-seg-info", Fn: func(t *Token, p []byte, a []AMArg) {
+			op := c.ops.lookup(a[0], a[1], t.src)
+			if op == nil {
+				c.logf("dropped segment information from rank %d for a query not in flight (%d/%d)", t.src, a[0], a[1])
+				return
+			}
+			var err error
+			if len(p) != pubRec {
+				err = resourceErr("QueryBoundSegmentNB", "rank %d answered with %d bytes, want %d", t.src, len(p), pubRec)
+			} else if binary.LittleEndian.Uint64(p[16:]) != 0 {
+				c.learnSeg(t.src, p)
+			}
+			c.chunkDone(a[0], op, err)
+		}},
+	}
 }
