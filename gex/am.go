@@ -482,7 +482,12 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 		if n > maxLong {
 			return 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, maxLong, s.dst)
 		}
-		seg := c.segOf(s.dst, s.dstEP)
+		var seg conduit.SegInfo
+		if s.dstEP == 0 {
+			seg = c.cd.Segment(s.dst)
+		} else {
+			seg = c.segOf(s.dst, s.dstEP)
+		}
 		dest := s.dest
 		if s.flags&FlagPeerSegOffset != 0 {
 			dest += Addr(seg.Owner)
