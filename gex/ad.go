@@ -155,7 +155,7 @@ func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags
 func (ad *AD[T]) fast(result *T, rank Rank, addr Addr, op OP, op1, op2 T) bool {
 	c := ad.c
 	views := c.segViews.Load()
-	if views == nil || ad.tm.members != nil || ad.tm.epPath || int(rank) >= len(*views) || ad.dead ||
+	if views == nil || !ad.tm.direct || int(rank) >= len(*views) || ad.dead ||
 		op&(op-1) != 0 || op&ad.ops == 0 || op&opResult != 0 && result == nil {
 		return false
 	}

@@ -217,7 +217,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 
 	c.ep = &EP{c: c, index: 0, caps: EPCapabilityAll}
 	c.eps.all.Store(&[]*EP{c.ep})
-	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size), id: primordialTeamID}
+	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size), id: primordialTeamID, direct: true}
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm

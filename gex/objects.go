@@ -50,11 +50,15 @@ func (ep *EP) QueryCData() any { return ep.cdata.get() }
 // one that represents the caller. The primordial team holds every rank's
 // primordial endpoint, in job-rank order.
 type TM struct {
-	c     *Client
-	ep    *EP
-	rank  Rank
-	size  Rank
-	flags Flags
+	c    *Client
+	ep   *EP
+	rank Rank
+	size Rank
+	// direct: team rank is job rank and every endpoint is primordial (the
+	// primordial team, TMPair(ep0, 0)), so the RMA and atomic fast paths,
+	// which know the primordial segments by job rank, apply.
+	direct bool
+	flags  Flags
 	// members maps team rank to job rank; nil means the identity (primordial
 	// team and TM-pairs).
 	members []Rank

@@ -86,7 +86,7 @@ type segView struct {
 func (tm *TM) fastCopy(rank Rank, raddr Addr, local []byte, put bool) bool {
 	c := tm.c
 	views := c.segViews.Load()
-	if views == nil || tm.members != nil || tm.epPath || int(rank) >= len(*views) {
+	if views == nil || !tm.direct || int(rank) >= len(*views) {
 		return false
 	}
 	v := &(*views)[rank]

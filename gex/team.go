@@ -519,8 +519,9 @@ func TMPair(ep *EP, remoteIndex EPIndex) (*TM, error) {
 		return p, nil
 	}
 	c := ep.c
+	epPath := ep != c.ep || remoteIndex != 0
 	p := &TM{c: c, ep: ep, rank: Rank(c.rank), size: Rank(c.size), pair: true, pairEP: remoteIndex,
-		epPath: ep != c.ep || remoteIndex != 0}
+		epPath: epPath, direct: !epPath}
 	if ep.pairs == nil {
 		ep.pairs = make(map[EPIndex]*TM)
 	}
