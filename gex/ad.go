@@ -90,6 +90,9 @@ func ADCreate[T ADType](tm *TM, dt DT, ops OP, flags Flags) (*AD[T], error) {
 	case tm.destroyed.Load():
 		return nil, c.report(badArg(op, "tm was destroyed"))
 	}
+	if err := tm.ep.needCap(op, EPCapabilityAD); err != nil {
+		return nil, err
+	}
 	tm.ads.Add(1)
 	return &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger()}, nil
 }
@@ -215,16 +218,9 @@ func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, 
 	case flags&FlagADMyNbrhd != 0 && c.topo.Nbrhd[j] != c.topo.Nbrhd[c.rank]:
 		return EventInvalid, c.report(badArg(name, "GEX_FLAG_AD_MY_NBRHD asserted but rank %d is not in the caller's neighbourhood", rank))
 	}
-	var seg conduit.SegInfo
-	var dstEP uint16
-	if tm.epPath {
-		if err := tm.ep.needCap(name, EPCapabilityAD); err != nil {
-			return EventInvalid, err
-		}
-		dstEP = tm.epOf(rank)
-		seg = c.segOf(j, dstEP)
-	} else {
-		seg = c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(name, rank, j, EPCapabilityAD)
+	if err != nil {
+		return EventInvalid, err
 	}
 	if flags&FlagPeerSegOffset != 0 {
 		addr += Addr(seg.Owner)

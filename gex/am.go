@@ -59,6 +59,9 @@ func (ep *EP) registerHandlers(table []AMEntry) error {
 	if err := ep.c.checkRestricted(op); err != nil {
 		return err
 	}
+	if ep.caps&EPCapabilityAM == 0 {
+		return badArg(op, "endpoint %d was created without GEX_EP_CAPABILITY_AM (its capabilities: %v)", ep.index, ep.caps)
+	}
 	ep.regMu.Lock()
 	defer ep.regMu.Unlock()
 	var used [256]bool

@@ -3,6 +3,8 @@ package gex
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/gexgo/gexgo/internal/conduit"
 )
 
 // Endpoints beyond the primordial one (Memory Kinds, "Endpoints",
@@ -126,3 +128,18 @@ func (ep *EP) needCap(op string, want EPCapabilities) error {
 // (EPCapabilityAll for the primordial endpoint). The spec has no query yet
 // ("Future Directions" 2 of gex_EP_Create).
 func (ep *EP) QueryCapabilities() EPCapabilities { return ep.caps }
+
+// targetSeg is the segment of the endpoint that (tm, rank) names (job rank
+// j), as this process knows it, and that endpoint's index. Through a TM over
+// non-primordial endpoints it first checks that the local endpoint has
+// capability need.
+func (tm *TM) targetSeg(op string, rank Rank, j int, need EPCapabilities) (conduit.SegInfo, uint16, error) {
+	if !tm.epPath {
+		return tm.c.cd.Segment(j), 0, nil
+	}
+	if err := tm.ep.needCap(op, need); err != nil {
+		return conduit.SegInfo{}, 0, err
+	}
+	ep := tm.epOf(rank)
+	return tm.c.segOf(j, ep), ep, nil
+}

@@ -25,6 +25,7 @@ const (
 	mkLongArea = 4096  // 8 bytes per (source rank, source endpoint)
 	mkVISArea  = 8192  // 8 bytes per (source rank, source endpoint): two 4-byte pieces
 	mkADArea   = 12288 // one uint64 counter
+	mkMemArea  = 16384 // 8 bytes per (source rank, source endpoint), memset
 )
 
 // mkVal is what endpoint (s, a) writes into endpoint (r, b)'s segment.
@@ -132,6 +133,7 @@ func mkMultiEP(e *rankEnv) {
 				vis := []gex.Memvec{{Addr: bs.Owner + mkVISArea + slot(me, a), Len: 4}, {Addr: bs.Owner + mkVISArea + slot(me, a) + 4, Len: 4}}
 				e.Check(p.VectorPutBlocking(gex.Rank(r), vis, [][]byte{buf[:4], buf[4:]}, 0), "VectorPutBlocking")
 				e.Check(p.RequestShort(gex.Rank(r), mkAMIdx, 0, int32(me), int32(a)), "RequestShort")
+				e.Check(p.MemsetBlocking(gex.Rank(r), bs.Owner+mkMemArea+slot(me, a), byte(me*mkEPs+a+1), 8, 0), "MemsetBlocking")
 			}
 		}
 	}
@@ -201,6 +203,11 @@ func mkMultiEP(e *rankEnv) {
 				}
 				if g := binary.LittleEndian.Uint64(seg[mkVISArea+o:]); g != w {
 					e.Fatalf("endpoint %d: VIS put from (%d,%d) = %#x, want %#x", b, s, a, g, w)
+				}
+				for _, g := range seg[mkMemArea+o : mkMemArea+o+8] {
+					if g != byte(s*mkEPs+a+1) {
+						e.Fatalf("endpoint %d: memset from (%d,%d) left %d, want %d", b, s, a, g, s*mkEPs+a+1)
+					}
 				}
 			}
 		}
@@ -500,6 +507,19 @@ func TestMKBadInput(t *testing.T) {
 		p, _ = gex.TMPair(rmaOnly, 0)
 		err = p.RequestShort(0, mkAMIdx, 0)
 		bad("AM from an RMA-only endpoint", err, "GEX_EP_CAPABILITY_AM")
+		err = rmaOnly.RegisterHandlers([]gex.AMEntry{{Index: 250, Flags: gex.FlagAMShort | gex.FlagAMRequest, Fn: func(*gex.Token, []byte, []gex.AMArg) {}}})
+		bad("RegisterHandlers on an RMA-only endpoint", err, "GEX_EP_CAPABILITY_AM")
+		// A team over the RMA-only endpoints: no collectives, no atomics.
+		var locs []gex.EPLocation
+		for r := gex.Rank(0); r < e.size; r++ {
+			locs = append(locs, gex.EPLocation{Rank: r, EPIndex: rmaOnly.QueryIndex()})
+		}
+		rt, _, err := e.tm.Create(locs, nil, 0, gex.FlagTMNoScratch)
+		e.Check(err, "Create over RMA-only endpoints")
+		_, err = gex.ADCreate[uint64](rt[0], gex.DTU64, gex.OPFAdd, 0)
+		bad("ADCreate over an RMA-only endpoint", err, "GEX_EP_CAPABILITY_AD")
+		_, err = rt[0].Destroy(0)
+		e.Check(err, "Destroy")
 
 		_, err = gex.SegmentCreate(e.c, nil, 100, gex.MKHost, 0)
 		bad("SegmentCreate of 100 bytes", err, "size 100", "page size")

@@ -2,8 +2,6 @@ package gex
 
 import (
 	"encoding/binary"
-
-	"github.com/gexgo/gexgo/internal/conduit"
 )
 
 // One-sided RMA, GASNet-EX "Extended API" (gex_RMA_*). Two paths, chosen per
@@ -326,20 +324,15 @@ func (tm *TM) rma(s *rmaSpec) (Event, error) {
 			return EventInvalid, c.report(err)
 		}
 	}
-	var seg conduit.SegInfo
-	if tm.epPath {
-		if err := tm.ep.needCap(s.op, EPCapabilityRMA); err != nil {
-			return EventInvalid, err
-		}
-		s.dstEP = tm.epOf(s.rank)
-		seg = c.segOf(j, s.dstEP)
-		if seg.Size == 0 && s.dstEP != 0 && s.flags&FlagPeerSegOffset == 0 {
-			// Not published here: the target endpoint checks the range.
-			ev, err := c.rmaAM(s, j, uint64(s.raddr))
-			return ev, c.report(err)
-		}
-	} else {
-		seg = c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(s.op, s.rank, j, EPCapabilityRMA)
+	if err != nil {
+		return EventInvalid, err
+	}
+	s.dstEP = dstEP
+	if seg.Size == 0 && dstEP != 0 && s.flags&FlagPeerSegOffset == 0 {
+		// Not published here: the target endpoint checks the range.
+		ev, err := c.rmaAM(s, j, uint64(s.raddr))
+		return ev, c.report(err)
 	}
 	raddr := s.raddr
 	if s.flags&FlagPeerSegOffset != 0 {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/gctx"
 )
 
@@ -438,16 +437,11 @@ func (tm *TM) vis(v *visCall) (Event, error) {
 	if v.flags&FlagPeerNeverSelf != 0 && j == c.rank || v.flags&FlagPeerNeverNbrhd != 0 && c.topo.Nbrhd[j] == c.topo.Nbrhd[c.rank] {
 		return EventInvalid, c.report(badArg(v.op, "rank %d contradicts the asserted %v", v.rank, v.flags&(FlagPeerNeverSelf|FlagPeerNeverNbrhd)))
 	}
-	var seg conduit.SegInfo
-	if tm.epPath {
-		if err := tm.ep.needCap(v.op, EPCapabilityVIS); err != nil {
-			return EventInvalid, err
-		}
-		v.dstEP = tm.epOf(v.rank)
-		seg = c.segOf(j, v.dstEP)
-	} else {
-		seg = c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(v.op, v.rank, j, EPCapabilityVIS)
+	if err != nil {
+		return EventInvalid, err
 	}
+	v.dstEP = dstEP
 	if seg.Size == 0 {
 		return EventInvalid, c.report(badArg(v.op, "rank %d (endpoint %d) has no bound segment known here (publish it with PublishBoundSegment)", v.rank, v.dstEP))
 	}
