@@ -406,16 +406,28 @@ func (t *Token) reply(s *amSpec, args []AMArg) error {
 	return t.c.report(err)
 }
 
+// amEPs are the destination and source endpoint indices of an AM Request
+// to (tm, rank), after the AM capability check.
+func (tm *TM) amEPs(op string, rank Rank) (dstEP, srcEP uint16, err error) {
+	if !tm.epPath {
+		return 0, 0, nil
+	}
+	if err := tm.ep.needCap(op, EPCapabilityAM); err != nil {
+		return 0, 0, err
+	}
+	return tm.epOf(rank), uint16(tm.ep.index), nil
+}
+
 // sendAM is the Request path: the endpoints of (tm, rank), restricted-context
 // check, then inject.
 func (tm *TM) sendAM(rank Rank, s *amSpec, args []AMArg) error {
 	c := tm.c
 	s.dst = tm.jobrank(rank)
 	if tm.epPath {
-		if err := tm.ep.needCap(s.op, EPCapabilityAM); err != nil {
+		var err error
+		if s.dstEP, s.srcEP, err = tm.amEPs(s.op, rank); err != nil {
 			return err
 		}
-		s.dstEP, s.srcEP = tm.epOf(rank), uint16(tm.ep.index)
 	}
 	if err := c.checkRestricted(s.op); err != nil {
 		return c.report(err)
@@ -471,6 +483,9 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 		}
 	}
 	lim := c.cd.Limits(s.dst)
+	if s.dstEP != 0 {
+		lim = epLimits(lim, s.dstEP)
+	}
 	n := len(s.payload)
 	switch s.cat {
 	case conduit.Medium:
@@ -478,12 +493,8 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 			return 0, badArg(s.op, "payload of %d bytes exceeds the max Medium payload %d to rank %d", n, lim.MaxMedium, s.dst)
 		}
 	case conduit.Long:
-		maxLong := lim.MaxLong
-		if s.dstEP != 0 {
-			maxLong = min(maxLong, lim.MaxMedium) // not placed by the conduit: one buffer
-		}
-		if n > maxLong {
-			return 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, maxLong, s.dst)
+		if n > lim.MaxLong {
+			return 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, lim.MaxLong, s.dst)
 		}
 		var seg conduit.SegInfo
 		if s.dstEP == 0 {

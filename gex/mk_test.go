@@ -605,3 +605,67 @@ func TestMKBadInput(t *testing.T) {
 		e.Barrier()
 	})
 }
+
+// TestMKNegotiatedPayload: negotiated-payload AMs (Prepare/Commit) reach a
+// non-primordial endpoint and the Reply comes back to the sending one; the
+// Long limit to such an endpoint is the one-buffer limit.
+func TestMKNegotiatedPayload(t *testing.T) {
+	t.Run("mapped", func(t *testing.T) { conformance(t, 2, jobOpts{segSize: mkSegSize}, mkNegotiated) })
+	t.Run("am-path", func(t *testing.T) { conformance(t, 2, jobOpts{segSize: mkSegSize, supernode: 1}, mkNegotiated) })
+	t.Run("tcp", func(t *testing.T) { runTCP(t, 2, 2, jobOpts{segSize: mkSegSize}, mkNegotiated) })
+}
+
+func mkNegotiated(e *rankEnv) {
+	{
+		ep, err := e.c.EPCreate(gex.EPCapabilityAll, 0)
+		e.Check(err, "EPCreate")
+		seg, err := gex.SegmentCreate(e.c, nil, mkSegSize, gex.MKHost, 0)
+		e.Check(err, "SegmentCreate")
+		e.Check(ep.BindSegment(seg, 0), "BindSegment")
+		var got, replies atomic.Int64
+		e.Check(ep.RegisterHandlers([]gex.AMEntry{
+			{Index: 210, Flags: gex.FlagAMLong | gex.FlagAMRequest, NArgs: 1, Fn: func(t *gex.Token, p []byte, a []gex.AMArg) {
+				if len(p) == int(a[0]) && p[0] == 0xab && p[len(p)-1] == 0xab {
+					got.Add(1)
+				}
+				sd, err := t.PrepareReplyMedium(nil, 4, 4, nil, 0, 0)
+				if err == nil {
+					copy(sd.Addr(), "pong")
+					err = sd.CommitReplyMedium(211, 4)
+				}
+				if err != nil {
+					got.Add(-1000)
+				}
+			}},
+			{Index: 211, Flags: gex.FlagAMMedium | gex.FlagAMReply, Fn: func(t *gex.Token, p []byte, _ []gex.AMArg) {
+				if info, _ := t.Info(gex.TIEP); info.EP == ep && string(p) == "pong" {
+					replies.Add(1)
+				}
+			}},
+		}), "RegisterHandlers")
+		e.Check(gex.PublishBoundSegment(e.tm, []*gex.EP{ep}, 0), "PublishBoundSegment")
+		peer := (e.rank + 1) % e.size
+		p, _ := gex.TMPair(ep, ep.QueryIndex())
+		max, err := p.MaxRequestLong(peer, 0, 1)
+		e.Check(err, "MaxRequestLong")
+		prim, _ := e.tm.MaxRequestLong(peer, 0, 1)
+		medium, _ := p.MaxRequestMedium(peer, 0, 1)
+		if max != min(prim, medium) {
+			e.Fatalf("MaxRequestLong to a non-primordial endpoint = %d, want min(Long %d, Medium %d)", max, prim, medium)
+		}
+		bs, _, err := p.QueryBoundSegmentNB(peer, 0)
+		e.Check(err, "QueryBoundSegmentNB")
+		sd, err := p.PrepareRequestLong(peer, nil, max, max, bs.Owner, nil, 0, 1)
+		e.Check(err, "PrepareRequestLong")
+		buf := sd.Addr()
+		for i := range buf {
+			buf[i] = 0xab
+		}
+		e.Check(sd.CommitRequestLong(210, len(buf), bs.Owner, int32(len(buf))), "CommitRequestLong")
+		e.Check(e.c.BlockUntil(func() bool { return got.Load() != 0 && replies.Load() != 0 }), "BlockUntil")
+		if got.Load() != 1 || replies.Load() != 1 {
+			e.Fatalf("handler saw %d good Longs, %d replies; want 1 and 1", got.Load(), replies.Load())
+		}
+		e.Barrier()
+	}
+}
