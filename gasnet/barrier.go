@@ -28,6 +28,7 @@ type barrierSet struct {
 	id       int32
 	flags    int
 	ev       gex.Event
+	tm       *gex.TM // the primordial team, whose phase finish closes
 }
 
 // BarrierNotify implements gasnet_barrier_notify: it starts a barrier phase
@@ -54,7 +55,7 @@ func (j *Job) BarrierNotify(id int32, flags int) error {
 	if err != nil {
 		return newErr(op, ErrCodeBadArg, err.Error())
 	}
-	b.notified, b.id, b.flags, b.ev = true, id, flags, ev
+	b.notified, b.id, b.flags, b.ev, b.tm = true, id, flags, ev, j.tm
 	return nil
 }
 
@@ -109,6 +110,7 @@ func (j *Job) BarrierTry(id int32, flags int) error {
 // finish closes the phase (under mu) and applies the matching rules.
 func (b *barrierSet) finish(op string, id int32, flags int, err error) error {
 	b.notified, b.ev = false, gex.EventInvalid
+	b.tm.BarrierNamedEnd()
 	switch {
 	case errors.Is(err, gex.ErrBarrierMismatch):
 		return newErr(op, ErrCodeBarrierMismatch, "nodes notified with different ids, or a node passed GASNET_BARRIERFLAG_MISMATCH")

@@ -90,6 +90,9 @@ func ADCreate[T ADType](tm *TM, dt DT, ops OP, flags Flags) (*AD[T], error) {
 	case tm.destroyed.Load():
 		return nil, c.report(badArg(op, "tm was destroyed"))
 	}
+	if err := tm.ep.needCap(op, EPCapabilityAD); err != nil {
+		return nil, err
+	}
 	tm.ads.Add(1)
 	return &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger()}, nil
 }
@@ -155,7 +158,7 @@ func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags
 func (ad *AD[T]) fast(result *T, rank Rank, addr Addr, op OP, op1, op2 T) bool {
 	c := ad.c
 	views := c.segViews.Load()
-	if views == nil || ad.tm.members != nil || int(rank) >= len(*views) || ad.dead ||
+	if views == nil || !ad.tm.direct || int(rank) >= len(*views) || ad.dead ||
 		op&(op-1) != 0 || op&ad.ops == 0 || op&opResult != 0 && result == nil {
 		return false
 	}
@@ -215,7 +218,10 @@ func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, 
 	case flags&FlagADMyNbrhd != 0 && c.topo.Nbrhd[j] != c.topo.Nbrhd[c.rank]:
 		return EventInvalid, c.report(badArg(name, "GEX_FLAG_AD_MY_NBRHD asserted but rank %d is not in the caller's neighbourhood", rank))
 	}
-	seg := c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(name, rank, j, EPCapabilityAD)
+	if err != nil {
+		return EventInvalid, err
+	}
 	if flags&FlagPeerSegOffset != 0 {
 		addr += Addr(seg.Owner)
 	}
@@ -234,7 +240,7 @@ func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, 
 		}
 		return EventInvalid, nil
 	}
-	return atomicAM(c, name, mode, ad.dt, j, uint64(addr), op, asBits(op1), asBits(op2), result, flags&FlagImmediate != 0)
+	return atomicAM(c, name, mode, ad.dt, j, dstEP, uint64(addr), op, asBits(op1), asBits(op2), result, flags&FlagImmediate != 0)
 }
 
 // asBits returns v's bit pattern, zero-extended to 64 bits.
@@ -259,14 +265,14 @@ func ecOfAtomic(op OP) EC {
 // atomicAM runs an atomic on a target whose segment is not mapped: one Short
 // request to the target's handler (hAtomicReq), answered through the same
 // reply path as a get chunk (hGetRep) with the fetched value as payload.
-func atomicAM[T ADType](c *Client, name string, mode rmaMode, dt DT, j int, addr uint64, op OP, b1, b2 uint64, result *T, immediate bool) (Event, error) {
+func atomicAM[T ADType](c *Client, name string, mode rmaMode, dt DT, j int, dstEP uint16, addr uint64, op OP, b1, b2 uint64, result *T, immediate bool) (Event, error) {
 	var dst []byte
 	if op&opResult != 0 {
 		dst = valueBytes(result)
 	}
 	id, o := c.startOp(j, 1, 8, dst, mode, ecOfAtomic(op))
 	ev := o.ev // the reply may complete and release o while Send waits
-	h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hAtomicReq), NArgs: 10}
+	h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hAtomicReq), NArgs: 10, EP: dstEP}
 	h.Args[0], h.Args[1] = int32(uint32(addr)), int32(uint32(addr>>32))
 	h.Args[2], h.Args[3] = int32(op), int32(dt)
 	h.Args[4], h.Args[5] = int32(uint32(b1)), int32(uint32(b1>>32))

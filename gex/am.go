@@ -59,6 +59,9 @@ func (ep *EP) registerHandlers(table []AMEntry) error {
 	if err := ep.c.checkRestricted(op); err != nil {
 		return err
 	}
+	if ep.caps&EPCapabilityAM == 0 {
+		return badArg(op, "endpoint %d was created without GEX_EP_CAPABILITY_AM (its capabilities: %v)", ep.index, ep.caps)
+	}
 	ep.regMu.Lock()
 	defer ep.regMu.Unlock()
 	var used [256]bool
@@ -134,6 +137,8 @@ func checkEntryFlags(f Flags) error {
 // handler it was passed to.
 type Token struct {
 	c       *Client
+	ep      *EP    // the receiving endpoint
+	srcEP   uint16 // the sending endpoint's index
 	src     int
 	entry   *AMEntry
 	dest    Addr
@@ -169,7 +174,7 @@ type TokenInfo struct {
 // Info implements gex_Token_Info. Every field is always filled in; the
 // returned mask is TIAll.
 func (t *Token) Info(mask TI) (TokenInfo, TI) {
-	return TokenInfo{SrcRank: Rank(t.src), EP: t.c.ep, Entry: t.entry, IsReq: t.isReq, IsLong: t.isLong}, TIAll
+	return TokenInfo{SrcRank: Rank(t.src), EP: t.ep, Entry: t.entry, IsReq: t.isReq, IsLong: t.isLong}, TIAll
 }
 
 // Addr is, for a Long, the destination address the initiator passed (also when
@@ -186,12 +191,25 @@ func (c *Client) deliver(in *conduit.Incoming) {
 // deliverWith is deliver; a non-nil t is the token and context of AMs
 // released from the hold (refuse.go).
 func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
-	e := c.ep.handlers[in.Handler].Load()
+	ep := c.ep
+	if in.EP != 0 {
+		// Memory Kinds, "gex_EP_Create": the destination endpoint index is
+		// checked like any other field of the AM.
+		if ep = c.epAt(in.EP); ep == nil {
+			c.reject(in, "endpoint index %d does not exist in this process (%d endpoint(s); sent by endpoint %d of rank %d)", in.EP, len(*c.eps.all.Load()), in.SrcEP, in.Src)
+			return
+		}
+		if in.Placed {
+			c.reject(in, "a Long to endpoint %d arrived placed (only the primordial segment is placed by the conduit)", in.EP)
+			return
+		}
+	}
+	e := ep.handlers[in.Handler].Load()
 	if e == nil {
 		if in.Handler >= uint8(AMIndexBase) && c.hold(in) {
 			// It may have arrived before its RegisterHandlers (refuse.go);
 			// if that ran meanwhile, it missed this AM: deliver it now.
-			if c.ep.handlers[in.Handler].Load() != nil {
+			if ep.handlers[in.Handler].Load() != nil {
 				c.releaseHeld(false)
 			}
 			return
@@ -224,9 +242,9 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 	if in.Cat == conduit.Short {
 		payload = nil
 	} else if in.Cat == conduit.Long && len(in.Payload) > 0 {
-		seg := c.ep.seg.Load()
+		seg := ep.seg.Load()
 		if seg == nil {
-			c.reject(in, "Long of %d bytes to %#x but no segment is attached", len(in.Payload), in.Dest)
+			c.reject(in, "Long of %d bytes to %#x but endpoint %d has no bound segment", len(in.Payload), in.Dest, ep.index)
 			return
 		}
 		off, ok := seg.offsetOf(Addr(in.Dest), uint64(len(in.Payload)))
@@ -247,6 +265,7 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 	if held != nil {
 		t, q = held, 2
 	}
+	t.ep = ep
 	c.run(in, e, payload, t, q)
 }
 
@@ -254,7 +273,7 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 // the inbound request and reply queues; 2: AMs released from the hold).
 func (c *Client) run(in *conduit.Incoming, e *AMEntry, payload []byte, t *Token, q int) {
 	g := gctx.ID()
-	t.src, t.entry, t.dest, t.g = in.Src, e, Addr(in.Dest), g
+	t.src, t.srcEP, t.entry, t.dest, t.g = in.Src, in.SrcEP, e, Addr(in.Dest), g
 	t.isReq, t.isLong, t.replied, t.live = in.IsReq, in.Cat == conduit.Long, false, true
 	c.handlerG[q].Store(g)
 	e.Fn(t, payload, in.Args[:in.NArgs])
@@ -295,7 +314,9 @@ type amSpec struct {
 	op      string
 	cat     conduit.Category
 	isReq   bool
-	dst     int // job rank
+	dst     int    // job rank
+	dstEP   uint16 // destination endpoint index
+	srcEP   uint16 // sending endpoint index
 	h       AMIndex
 	payload []byte
 	dest    Addr
@@ -309,7 +330,7 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 	if err := tm.checkRank("RequestShort", rank); err != nil {
 		return err
 	}
-	return tm.c.sendAM(&amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, dst: tm.jobrank(rank), h: h, flags: flags}, args)
+	return tm.sendAM(rank, &amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, h: h, flags: flags}, args)
 }
 
 // RequestMedium implements gex_AM_RequestMedium[M]. lc is the local completion
@@ -320,7 +341,7 @@ func (tm *TM) RequestMedium(rank Rank, h AMIndex, payload []byte, lc *Event, fla
 	if err := tm.checkRank("RequestMedium", rank); err != nil {
 		return err
 	}
-	return tm.c.sendAM(&amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, lc: lc, flags: flags}, args)
+	return tm.sendAM(rank, &amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, h: h, payload: payload, lc: lc, flags: flags}, args)
 }
 
 // RequestLong implements gex_AM_RequestLong[M]: payload is placed at dest in
@@ -330,7 +351,7 @@ func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *E
 	if err := tm.checkRank("RequestLong", rank); err != nil {
 		return err
 	}
-	return tm.c.sendAM(&amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, dst: tm.jobrank(rank), h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+	return tm.sendAM(rank, &amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
 }
 
 // ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
@@ -377,7 +398,7 @@ func (t *Token) reply(s *amSpec, args []AMArg) error {
 	if err := t.checkReply(s.op); err != nil {
 		return t.c.report(err)
 	}
-	s.dst = t.src
+	s.dst, s.dstEP, s.srcEP = t.src, t.srcEP, uint16(t.ep.index)
 	err := t.c.inject(s, args)
 	if err == nil {
 		t.replied = true
@@ -385,8 +406,29 @@ func (t *Token) reply(s *amSpec, args []AMArg) error {
 	return t.c.report(err)
 }
 
-// sendAM is the Request path: restricted-context check, then inject.
-func (c *Client) sendAM(s *amSpec, args []AMArg) error {
+// amEPs are the destination and source endpoint indices of an AM Request
+// to (tm, rank), after the AM capability check.
+func (tm *TM) amEPs(op string, rank Rank) (dstEP, srcEP uint16, err error) {
+	if !tm.epPath {
+		return 0, 0, nil
+	}
+	if err := tm.ep.needCap(op, EPCapabilityAM); err != nil {
+		return 0, 0, err
+	}
+	return tm.epOf(rank), uint16(tm.ep.index), nil
+}
+
+// sendAM is the Request path: the endpoints of (tm, rank), restricted-context
+// check, then inject.
+func (tm *TM) sendAM(rank Rank, s *amSpec, args []AMArg) error {
+	c := tm.c
+	s.dst = tm.jobrank(rank)
+	if tm.epPath {
+		var err error
+		if s.dstEP, s.srcEP, err = tm.amEPs(s.op, rank); err != nil {
+			return err
+		}
+	}
 	if err := c.checkRestricted(s.op); err != nil {
 		return c.report(err)
 	}
@@ -441,6 +483,9 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 		}
 	}
 	lim := c.cd.Limits(s.dst)
+	if s.dstEP != 0 {
+		lim = epLimits(lim, s.dstEP)
+	}
 	n := len(s.payload)
 	switch s.cat {
 	case conduit.Medium:
@@ -451,12 +496,19 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 		if n > lim.MaxLong {
 			return 0, badArg(s.op, "payload of %d bytes exceeds the max Long payload %d to rank %d", n, lim.MaxLong, s.dst)
 		}
-		seg := c.cd.Segment(s.dst)
+		var seg conduit.SegInfo
+		if s.dstEP == 0 {
+			seg = c.cd.Segment(s.dst)
+		} else {
+			seg = c.segOf(s.dst, s.dstEP)
+		}
 		dest := s.dest
 		if s.flags&FlagPeerSegOffset != 0 {
 			dest += Addr(seg.Owner)
 		}
-		if n > 0 {
+		if n > 0 && (seg.Size != 0 || s.dstEP == 0) {
+			// A non-primordial endpoint's segment that was never published
+			// here is checked by the receiver alone.
 			if seg.Size == 0 {
 				return 0, badArg(s.op, "rank %d has no bound segment for a Long of %d bytes", s.dst, n)
 			}
@@ -473,6 +525,7 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 		hdr.Dest = uint64(dest)
 	}
 	hdr.Cat, hdr.IsReq, hdr.Handler, hdr.NArgs = s.cat, s.isReq, uint8(s.h), uint8(nargs)
+	hdr.EP, hdr.SrcEP = s.dstEP, s.srcEP
 	var cflags conduit.SendFlags
 	if s.flags&FlagImmediate != 0 {
 		cflags |= conduit.Immediate

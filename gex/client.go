@@ -33,6 +33,8 @@ type Client struct {
 	name  string
 	flags Flags
 	ep    *EP
+	eps   epTable  // every endpoint by index (ep.go)
+	pub   pubTable // peers' published segments (segment.go)
 	tm    *TM
 	cdata cdata
 
@@ -216,23 +218,21 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 		c.done = d.Done()
 	}
 
-	c.ep = &EP{c: c, index: 0}
-	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size), id: primordialTeamID}
+	c.ep = &EP{c: c, index: 0, caps: EPCapabilityAll}
+	c.eps.all.Store(&[]*EP{c.ep})
+	c.tm = &TM{c: c, ep: c.ep, rank: Rank(c.rank), size: Rank(c.size), id: primordialTeamID, direct: true}
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm
 	c.reqTok.c, c.repTok.c, c.held.tok.c = c, c, c
-	for _, e := range c.rmaHandlers() {
-		c.ep.handlers[e.Index].Store(&e)
-	}
-	for _, e := range c.collHandlers() {
-		c.ep.handlers[e.Index].Store(&e)
-	}
-	for _, e := range c.visHandlers() {
-		c.ep.handlers[e.Index].Store(&e)
-	}
-	for _, e := range c.memsetHandlers() {
-		c.ep.handlers[e.Index].Store(&e)
+	for _, set := range [][]AMEntry{c.rmaHandlers(), c.collHandlers(), c.visHandlers(), c.memsetHandlers(), c.segHandlers()} {
+		for _, e := range set {
+			if old := c.ep.handlers[e.Index].Load(); old != nil {
+				// Internal corruption: two library handlers share an index.
+				panic(fmt.Sprintf("gex: library handlers %q and %q share index %d", old.Name, e.Name, e.Index))
+			}
+			c.ep.handlers[e.Index].Store(&e)
+		}
 	}
 	cd.SetDelivery(c.deliver)
 	c.startWatch(cfg.cd == nil) // a process rank unless the caller gave the conduit

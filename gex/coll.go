@@ -128,18 +128,24 @@ type collOp struct {
 
 // teamState is a team's collective state, keyed by team id in the engine.
 type teamState struct {
-	id     uint64
-	tm     *TM // nil while only peers' messages created it
-	next   uint32
-	active int // operations initiated here and not complete
-	ops    map[uint32]*collOp
-	legacy atomic.Bool // a GASNet-1 barrier is in progress (gasnet1.go)
+	id uint64
+	// base is the team's id when members are addressed one by one
+	// (perMember: a team over non-primordial endpoints, where a process may
+	// hold several members, each with its own state under memberID(base, r)).
+	base      uint64
+	perMember bool
+	tm        *TM // nil while only peers' messages created it
+	next      uint32
+	active    int // operations initiated here and not complete
+	ops       map[uint32]*collOp
+	legacy    atomic.Bool // a GASNet-1 barrier is in progress (gasnet1.go)
 }
 
 // collSend is a message progress() has to inject.
 type collSend struct {
 	op      *collOp
 	to      int // job rank
+	rank    int // team rank
 	slot    int
 	off     int
 	total   int
@@ -496,7 +502,11 @@ func (e *collEngine) progress() {
 func (e *collEngine) send(s *collSend) error {
 	op := s.op
 	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hColl), NArgs: collNArgs}
-	h.Args[0], h.Args[1] = int32(uint32(op.ts.id)), int32(uint32(op.ts.id>>32))
+	id := op.ts.id
+	if op.ts.perMember {
+		id = memberID(op.ts.base, s.rank)
+	}
+	h.Args[0], h.Args[1] = int32(uint32(id)), int32(uint32(id>>32))
 	h.Args[2] = int32(op.seq)
 	h.Args[3] = int32(uint32(op.kind)<<8 | uint32(s.slot))
 	h.Args[4], h.Args[5] = int32(s.off), int32(s.total)
@@ -511,12 +521,12 @@ func (e *collEngine) queue(op *collOp, r, slot int, data []byte, off, total int)
 	to := op.ts.tm.jobrank(Rank(r))
 	piece := e.c.cd.Limits(to).MaxMedium
 	if len(data) == 0 {
-		e.sends = append(e.sends, collSend{op: op, to: to, slot: slot, off: off, total: total})
+		e.sends = append(e.sends, collSend{op: op, to: to, rank: r, slot: slot, off: off, total: total})
 		return
 	}
 	for len(data) > 0 {
 		k := min(piece, len(data))
-		e.sends = append(e.sends, collSend{op: op, to: to, slot: slot, off: off, total: total, payload: data[:k]})
+		e.sends = append(e.sends, collSend{op: op, to: to, rank: r, slot: slot, off: off, total: total, payload: data[:k]})
 		data, off = data[k:], off+k
 	}
 }
@@ -529,9 +539,6 @@ func (e *collEngine) finish(op *collOp) {
 	delete(ts.ops, op.seq)
 	ts.active--
 	ev, err := op.ev, op.err
-	if op.kind == kindBarrier {
-		ts.legacy.Store(false) // no EX collective runs beside a GASNet-1 barrier
-	}
 	e.release(op)
 	ev.done(err)
 }
@@ -660,6 +667,9 @@ const (
 func (op *collOp) useDirect(c *Client, src []byte) (int, bool) {
 	if op.nbytes < directMin || op.n > maxSlots-slotAck+1 {
 		return 0, false
+	}
+	if op.ts.tm.epPath {
+		return 0, false // the mapping path knows primordial segments only
 	}
 	seg := c.ep.seg.Load()
 	if seg == nil {

@@ -21,6 +21,9 @@ func collTM(op string, tm *TM) (*Client, error) {
 	if err == nil {
 		c.releaseHeld(true) // AMs still without a handler are refused now
 	}
+	if err == nil && tm.ep.caps&EPCapabilityColl == 0 {
+		err = tm.ep.needCap(op, EPCapabilityColl)
+	}
 	if err == nil && tm.noScratch {
 		err = c.report(badArg(op, "tm was created with GEX_FLAG_TM_NO_SCRATCH: collectives over it are prohibited"))
 	}

@@ -79,6 +79,8 @@
 //   - [docs/tutorial.md]: GASNet-EX in ten minutes for MPI and OpenSHMEM programmers
 //   - [docs/core.md], [docs/rma.md], [docs/am.md], [docs/atomics.md], [docs/vis.md],
 //     [docs/coll.md]: every spec function's Go name, and every deviation
+//   - [docs/mk.md]: Memory Kinds (EPCreate, SegmentCreate, BindSegment,
+//     PublishBoundSegment, Create over any endpoints, TMPair, MKHost)
 //   - [docs/tcp.md], [docs/spawners.md]: more than one host
 //   - [examples]: stencil (halo exchange by strided puts), dht (AMs with replies),
 //     histogram (remote atomics), amping (AM latency and rate)
@@ -90,6 +92,7 @@
 // [docs/atomics.md]: https://github.com/gexgo/gexgo/blob/main/docs/atomics.md
 // [docs/vis.md]: https://github.com/gexgo/gexgo/blob/main/docs/vis.md
 // [docs/coll.md]: https://github.com/gexgo/gexgo/blob/main/docs/coll.md
+// [docs/mk.md]: https://github.com/gexgo/gexgo/blob/main/docs/mk.md
 // [docs/tcp.md]: https://github.com/gexgo/gexgo/blob/main/docs/tcp.md
 // [docs/spawners.md]: https://github.com/gexgo/gexgo/blob/main/docs/spawners.md
 // [examples]: https://github.com/gexgo/gexgo/tree/main/examples

@@ -98,6 +98,19 @@ func (tm *TM) BarrierNamedNB(id int32, flags uint32) (Event, error) {
 	return e.launch(op), nil
 }
 
+// BarrierNamedEnd closes the GASNet-1 barrier phase that BarrierNamedNB
+// opened on tm, once its event has completed and the GASNet-1 layer has
+// consumed it (gasnet_barrier_wait, or a gasnet_barrier_try that succeeded):
+// from then on EX collectives over tm may be initiated again. A phase is open
+// from the notify until that point, not only while the library still moves
+// the barrier's messages: the GASNet-EX spec forbids EX collectives between a
+// gasnet_barrier_notify and its wait, however early the barrier completes.
+func (tm *TM) BarrierNamedEnd() {
+	if tm != nil && tm.ts != nil {
+		tm.ts.legacy.Store(false)
+	}
+}
+
 // checkLegacyBarrier refuses an EX collective over a team whose GASNet-1
 // barrier is in progress.
 func (tm *TM) checkLegacyBarrier(op string) error {

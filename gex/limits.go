@@ -52,11 +52,11 @@ func (tm *TM) maxPayload(k amKind, other Rank, flags Flags, nargs int) (int, err
 		if err := tm.checkRank(op, other); err != nil {
 			return 0, err
 		}
-		return limitFor(tm.c.cd.Limits(tm.jobrank(other)), k, flags), nil
+		return limitFor(tm.limits(other), k, flags), nil
 	}
 	m := -1
 	for r := Rank(0); r < tm.size; r++ {
-		v := limitFor(tm.c.cd.Limits(tm.jobrank(r)), k, flags)
+		v := limitFor(tm.limits(r), k, flags)
 		if m < 0 || v < m {
 			m = v
 		}
@@ -95,7 +95,21 @@ func (t *Token) maxReply(k amKind, flags Flags, nargs int) (int, error) {
 	if err := checkLimitArgs(op, flags, nargs); err != nil {
 		return 0, err
 	}
-	return limitFor(t.c.cd.Limits(t.src), k, flags), nil
+	return limitFor(epLimits(t.c.cd.Limits(t.src), t.srcEP), k, flags), nil
+}
+
+// limits are the AM payload limits to member r of tm.
+func (tm *TM) limits(r Rank) conduit.Limits {
+	return epLimits(tm.c.cd.Limits(tm.jobrank(r)), tm.epOf(r))
+}
+
+// epLimits adjusts l for an AM to endpoint ep: a Long to a non-primordial
+// endpoint is not placed by the conduit but travels in one buffer.
+func epLimits(l conduit.Limits, ep uint16) conduit.Limits {
+	if ep != 0 {
+		l.MaxLong = min(l.MaxLong, l.MaxMedium)
+	}
+	return l
 }
 
 // MaxReplyMedium implements gex_Token_MaxReplyMedium (Request handlers only).

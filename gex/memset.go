@@ -83,12 +83,15 @@ func (tm *TM) memsetOp(op string, mode rmaMode, rank Rank, dest Addr, val byte, 
 	if flags&FlagPeerNeverSelf != 0 && j == c.rank || flags&FlagPeerNeverNbrhd != 0 && c.topo.Nbrhd[j] == c.topo.Nbrhd[c.rank] {
 		return EventInvalid, c.report(badArg(op, "rank %d contradicts the asserted %v", rank, flags&(FlagPeerNeverSelf|FlagPeerNeverNbrhd)))
 	}
-	seg := c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(op, rank, j, EPCapabilityRMA)
+	if err != nil {
+		return EventInvalid, err
+	}
 	if flags&FlagPeerSegOffset != 0 {
 		dest += Addr(seg.Owner)
 	}
 	if seg.Size == 0 {
-		return EventInvalid, c.report(badArg(op, "rank %d has no bound segment", rank))
+		return EventInvalid, c.report(badArg(op, "rank %d (endpoint %d) has no bound segment known here", rank, dstEP))
 	}
 	if dest < Addr(seg.Owner) || uint64(dest-Addr(seg.Owner)) > seg.Size || n > seg.Size-uint64(dest-Addr(seg.Owner)) {
 		return EventInvalid, c.report(badArg(op, "remote range [%#x, +%d) is outside rank %d's segment [%#x, +%d)", uintptr(dest), n, rank, seg.Owner, seg.Size))
@@ -104,7 +107,7 @@ func (tm *TM) memsetOp(op string, mode rmaMode, rank Rank, dest Addr, val byte, 
 	for i := 0; i < nchunks; i++ {
 		a := uint64(dest) + uint64(i)*memsetChunk
 		k := min(uint64(memsetChunk), n-uint64(i)*memsetChunk)
-		h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hMemsetReq), NArgs: 6}
+		h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: uint8(hMemsetReq), NArgs: 6, EP: dstEP}
 		h.Args[0], h.Args[1], h.Args[2] = int32(uint32(a)), int32(uint32(a>>32)), int32(k)
 		h.Args[3], h.Args[4], h.Args[5] = int32(val), id, gen
 		var sf conduit.SendFlags
@@ -155,7 +158,7 @@ func (c *Client) memsetHandlers() []AMEntry {
 		h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
 		h.Args[0], h.Args[1] = a[4], a[5]
 		n := int64(a[2])
-		if dst, ok := c.targetRange("memset", t.src, a[0], a[1], n); ok && n <= memsetChunk {
+		if dst, ok := c.targetRange("memset", t, a[0], a[1], n); ok && n <= memsetChunk {
 			fill(dst, byte(a[3]))
 		} else {
 			h.Args[2] = 1

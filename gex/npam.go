@@ -23,6 +23,8 @@ type SrcDesc struct {
 	cat     conduit.Category
 	isReq   bool
 	dst     int
+	dstEP   uint16 // destination endpoint index
+	srcEP   uint16 // sending endpoint index
 	nargs   int
 	dest    Addr
 	destSet bool
@@ -47,7 +49,11 @@ func (tm *TM) PrepareRequestMedium(rank Rank, clientBuf []byte, leastPayload, mo
 	if err := tm.checkRank("PrepareRequestMedium", rank); err != nil {
 		return nil, err
 	}
-	return tm.c.prepare("PrepareRequestMedium", nil, tm.jobrank(rank), conduit.Medium, true, clientBuf, leastPayload, mostPayload, 0, lc, flags, nargs)
+	dstEP, srcEP, err := tm.amEPs("PrepareRequestMedium", rank)
+	if err != nil {
+		return nil, err
+	}
+	return tm.c.prepare("PrepareRequestMedium", nil, tm.jobrank(rank), dstEP, srcEP, conduit.Medium, true, clientBuf, leastPayload, mostPayload, 0, lc, flags, nargs)
 }
 
 // PrepareRequestLong implements gex_AM_PrepareRequestLong. dest may be 0 (chosen
@@ -56,7 +62,11 @@ func (tm *TM) PrepareRequestLong(rank Rank, clientBuf []byte, leastPayload, most
 	if err := tm.checkRank("PrepareRequestLong", rank); err != nil {
 		return nil, err
 	}
-	return tm.c.prepare("PrepareRequestLong", nil, tm.jobrank(rank), conduit.Long, true, clientBuf, leastPayload, mostPayload, dest, lc, flags, nargs)
+	dstEP, srcEP, err := tm.amEPs("PrepareRequestLong", rank)
+	if err != nil {
+		return nil, err
+	}
+	return tm.c.prepare("PrepareRequestLong", nil, tm.jobrank(rank), dstEP, srcEP, conduit.Long, true, clientBuf, leastPayload, mostPayload, dest, lc, flags, nargs)
 }
 
 // PrepareReplyMedium implements gex_AM_PrepareReplyMedium (inside a Request
@@ -65,7 +75,7 @@ func (t *Token) PrepareReplyMedium(clientBuf []byte, leastPayload, mostPayload i
 	if err := t.checkReply("PrepareReplyMedium"); err != nil {
 		return nil, err
 	}
-	return t.c.prepare("PrepareReplyMedium", t, t.src, conduit.Medium, false, clientBuf, leastPayload, mostPayload, 0, lc, flags, nargs)
+	return t.c.prepare("PrepareReplyMedium", t, t.src, t.srcEP, uint16(t.ep.index), conduit.Medium, false, clientBuf, leastPayload, mostPayload, 0, lc, flags, nargs)
 }
 
 // PrepareReplyLong implements gex_AM_PrepareReplyLong.
@@ -73,15 +83,15 @@ func (t *Token) PrepareReplyLong(clientBuf []byte, leastPayload, mostPayload int
 	if err := t.checkReply("PrepareReplyLong"); err != nil {
 		return nil, err
 	}
-	return t.c.prepare("PrepareReplyLong", t, t.src, conduit.Long, false, clientBuf, leastPayload, mostPayload, dest, lc, flags, nargs)
+	return t.c.prepare("PrepareReplyLong", t, t.src, t.srcEP, uint16(t.ep.index), conduit.Long, false, clientBuf, leastPayload, mostPayload, dest, lc, flags, nargs)
 }
 
-func (c *Client) prepare(op string, tok *Token, dst int, cat conduit.Category, isReq bool, clientBuf []byte, least, most int, dest Addr, lc *Event, flags Flags, nargs int) (*SrcDesc, error) {
-	sd, err := c.prepare1(op, tok, dst, cat, isReq, clientBuf, least, most, dest, lc, flags, nargs)
+func (c *Client) prepare(op string, tok *Token, dst int, dstEP, srcEP uint16, cat conduit.Category, isReq bool, clientBuf []byte, least, most int, dest Addr, lc *Event, flags Flags, nargs int) (*SrcDesc, error) {
+	sd, err := c.prepare1(op, tok, dst, dstEP, srcEP, cat, isReq, clientBuf, least, most, dest, lc, flags, nargs)
 	return sd, c.report(err)
 }
 
-func (c *Client) prepare1(op string, tok *Token, dst int, cat conduit.Category, isReq bool, clientBuf []byte, least, most int, dest Addr, lc *Event, flags Flags, nargs int) (*SrcDesc, error) {
+func (c *Client) prepare1(op string, tok *Token, dst int, dstEP, srcEP uint16, cat conduit.Category, isReq bool, clientBuf []byte, least, most int, dest Addr, lc *Event, flags Flags, nargs int) (*SrcDesc, error) {
 	if isReq {
 		if err := c.checkRestricted(op); err != nil {
 			return nil, err
@@ -101,11 +111,11 @@ func (c *Client) prepare1(op string, tok *Token, dst int, cat conduit.Category, 
 	}
 	lim := c.cd.Limits(dst)
 	max := lim.MaxMedium
-	if cat == conduit.Long {
-		max = lim.MaxLong
+	if cat == conduit.Long && dstEP == 0 {
+		max = lim.MaxLong // a Long to another endpoint travels in one buffer
 	}
 	sd := c.sdPool.Get().(*SrcDesc)
-	*sd = SrcDesc{c: c, tok: tok, cat: cat, isReq: isReq, dst: dst, nargs: nargs, dest: dest, destSet: dest != 0, lc: lc, flags: flags}
+	*sd = SrcDesc{c: c, tok: tok, cat: cat, isReq: isReq, dst: dst, dstEP: dstEP, srcEP: srcEP, nargs: nargs, dest: dest, destSet: dest != 0, lc: lc, flags: flags}
 	if clientBuf != nil {
 		if least > max {
 			c.sdPool.Put(sd)
@@ -206,7 +216,7 @@ func (sd *SrcDesc) commit1(op string, cat conduit.Category, isReq bool, h AMInde
 		return badArg(op, "dest %#x differs from the %#x given to Prepare", uintptr(dest), uintptr(sd.dest))
 	}
 	c := sd.c
-	s := amSpec{op: op, cat: cat, isReq: isReq, dst: sd.dst, h: h, payload: sd.buf[:nbytes], dest: dest, lc: sd.lc, flags: sd.flags &^ (FlagAMPrepareLeastClient | FlagAMPrepareLeastAlloc | FlagImmediate)}
+	s := amSpec{op: op, cat: cat, isReq: isReq, dst: sd.dst, dstEP: sd.dstEP, srcEP: sd.srcEP, h: h, payload: sd.buf[:nbytes], dest: dest, lc: sd.lc, flags: sd.flags &^ (FlagAMPrepareLeastClient | FlagAMPrepareLeastAlloc | FlagImmediate)}
 	var hdr conduit.Header
 	_, err := c.buildHeader(&s, len(args), &hdr)
 	if err != nil {

@@ -6,17 +6,22 @@ import (
 )
 
 // EP is an endpoint (gex_EP_t): a local communication context with an AM
-// handler table and, after SegmentAttach, a bound segment. Currently the
-// primordial endpoint (index 0) is the only one.
+// handler table and a bound segment (SegmentAttach or BindSegment). The
+// primordial endpoint has index 0; EPCreate makes the others (ep.go).
 type EP struct {
 	c     *Client
 	index EPIndex
 	flags Flags
+	caps  EPCapabilities
 	cdata cdata
+	// published: the bound segment was published (PublishBoundSegment or
+	// SegmentAttach), which makes it part of the job's addressing.
+	published atomic.Bool
 
 	seg atomic.Pointer[Segment]
 
-	pair atomic.Pointer[TM] // TMPair(ep, 0), made on first use
+	pairMu sync.Mutex
+	pairs  map[EPIndex]*TM // TMPair(ep, i), made on first use
 
 	regMu    sync.Mutex // serialises RegisterHandlers
 	handlers [256]atomic.Pointer[AMEntry]
@@ -45,15 +50,26 @@ func (ep *EP) QueryCData() any { return ep.cdata.get() }
 // one that represents the caller. The primordial team holds every rank's
 // primordial endpoint, in job-rank order.
 type TM struct {
-	c     *Client
-	ep    *EP
-	rank  Rank
-	size  Rank
-	flags Flags
+	c    *Client
+	ep   *EP
+	rank Rank
+	size Rank
+	// direct: team rank is job rank and every endpoint is primordial (the
+	// primordial team, TMPair(ep0, 0)), so the RMA and atomic fast paths,
+	// which know the primordial segments by job rank, apply.
+	direct bool
+	flags  Flags
 	// members maps team rank to job rank; nil means the identity (primordial
 	// team and TM-pairs).
 	members []Rank
-	cdata   cdata
+	// eps maps team rank to the member's endpoint index; nil means every
+	// member's index is pairEP (0 for the primordial team).
+	eps    []EPIndex
+	pairEP EPIndex
+	// epPath: the local endpoint or some member is not primordial, so the
+	// fast paths that know only primordial segments are skipped.
+	epPath bool
+	cdata  cdata
 
 	id        uint64     // team id (team.go); 0 for TM-pairs
 	ts        *teamState // collective state (guarded by the client's coll.mu)
@@ -125,7 +141,8 @@ func (tm *TM) TranslateJobrankToRank(jobrank Rank) (Rank, error) {
 	return RankInvalid, nil
 }
 
-// TranslateRankToEP implements gex_TM_TranslateRankToEP.
+// TranslateRankToEP implements gex_TM_TranslateRankToEP: the job rank and
+// endpoint index of the member of tm at rank.
 func (tm *TM) TranslateRankToEP(rank Rank, flags Flags) (EPLocation, error) {
 	if flags != 0 {
 		return EPLocation{}, badArg("TranslateRankToEP", "flags must be 0, got %v", flags)
@@ -134,7 +151,15 @@ func (tm *TM) TranslateRankToEP(rank Rank, flags Flags) (EPLocation, error) {
 	if err != nil {
 		return EPLocation{}, err
 	}
-	return EPLocation{Rank: j, EPIndex: 0}, nil
+	return EPLocation{Rank: j, EPIndex: EPIndex(tm.epOf(rank))}, nil
+}
+
+// epOf is the endpoint index of team rank r (caller checked r).
+func (tm *TM) epOf(r Rank) uint16 {
+	if tm.eps == nil {
+		return uint16(tm.pairEP)
+	}
+	return uint16(tm.eps[r])
 }
 
 // checkRank validates a team rank for a communication call.

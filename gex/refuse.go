@@ -101,7 +101,7 @@ func (c *Client) releaseHeld(refuseRest bool) {
 	now := time.Now()
 	for _, a := range h.list {
 		switch {
-		case c.ep.handlers[a.in.Handler].Load() != nil:
+		case c.epAt(a.in.EP) != nil && c.epAt(a.in.EP).handlers[a.in.Handler].Load() != nil:
 			ready = append(ready, a)
 		case refuseRest || now.Sub(a.arrived) >= heldWait:
 			refuse = append(refuse, a)

@@ -26,6 +26,13 @@ func TestRefusedAMEndsJob(t *testing.T) {
 		{"unregistered", func(e *rankEnv, _ gex.AMIndex, _, _ uint64) error {
 			return e.tm.RequestShort(1, 200, 0, 7)
 		}, `refused an AM Short Request from rank 0 to rank 1 for handler 200: handler index 200 is not registered \((no handler was registered for it before this rank's next collective call|it was held 2s and no handler was registered for it)\)`},
+		{"unknown endpoint", func(e *rankEnv, _ gex.AMIndex, _, _ uint64) error {
+			p, err := gex.TMPair(e.ep, 7)
+			if err != nil {
+				return err
+			}
+			return p.RequestShort(1, 150, 0, 1, 2)
+		}, `refused an AM Short Request from rank 0 to rank 1 for handler 150: endpoint index 7 does not exist in this process \(1 endpoint\(s\); sent by endpoint 0 of rank 0\)`},
 		{"wrong nargs", func(e *rankEnv, short2 gex.AMIndex, _, _ uint64) error {
 			return gex.RawSend(e.c, 1, gex.RawHeader{Cat: gex.RawShort, IsReq: true, Handler: uint8(short2), NArgs: 3}, nil)
 		}, `refused an AM Short Request from rank 0 to rank 1 for handler \d+: short2 takes 2 args but the AM carries 3`},

@@ -66,6 +66,7 @@ type rmaSpec struct {
 	local []byte
 	lc    lcKind // which lc_opt the caller passed; the pointer itself stays with the caller
 	flags Flags
+	dstEP uint16 // the target endpoint's index (set by rma)
 }
 
 // segView is a rank's segment as seen from this process: owner address, size,
@@ -83,7 +84,7 @@ type segView struct {
 func (tm *TM) fastCopy(rank Rank, raddr Addr, local []byte, put bool) bool {
 	c := tm.c
 	views := c.segViews.Load()
-	if views == nil || tm.members != nil || int(rank) >= len(*views) {
+	if views == nil || !tm.direct || int(rank) >= len(*views) {
 		return false
 	}
 	v := &(*views)[rank]
@@ -323,7 +324,16 @@ func (tm *TM) rma(s *rmaSpec) (Event, error) {
 			return EventInvalid, c.report(err)
 		}
 	}
-	seg := c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(s.op, s.rank, j, EPCapabilityRMA)
+	if err != nil {
+		return EventInvalid, err
+	}
+	s.dstEP = dstEP
+	if seg.Size == 0 && dstEP != 0 && s.flags&FlagPeerSegOffset == 0 {
+		// Not published here: the target endpoint checks the range.
+		ev, err := c.rmaAM(s, j, uint64(s.raddr))
+		return ev, c.report(err)
+	}
 	raddr := s.raddr
 	if s.flags&FlagPeerSegOffset != 0 {
 		raddr += Addr(seg.Owner)

@@ -162,7 +162,9 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 	// A put to a peer with larger Longs than Mediums goes as Longs, if the
 	// range is inside the segment this rank knows of (else as Mediums,
 	// which the target refuses with a status).
-	long := s.put && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium
+	// Longs are placed by the conduit in the primordial endpoint's segment
+	// only (docs/mk.md): an RMA to another endpoint goes as Mediums.
+	long := s.put && s.dstEP == 0 && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium
 	if long {
 		seg := c.cd.Segment(j)
 		long = raddr >= seg.Owner && raddr-seg.Owner <= seg.Size && uint64(n) <= seg.Size-(raddr-seg.Owner)
@@ -170,7 +172,7 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 	// A get into this rank's own segment from such a peer is answered by
 	// Long replies, streamed from the target's segment into ours.
 	var ldest uint64
-	if !s.put && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium {
+	if !s.put && s.dstEP == 0 && lim.MaxLong > lim.MaxMedium && n > lim.MaxMedium {
 		if own := c.ep.seg.Load(); own != nil {
 			base, p := addrOf(own.mem), addrOf(s.local)
 			if p >= base && p-base <= uintptr(len(own.mem)) && uintptr(n) <= uintptr(len(own.mem))-(p-base) {
@@ -221,6 +223,7 @@ func (c *Client) rmaAM(s *rmaSpec, j int, raddr uint64) (Event, error) {
 			h.Args[0], h.Args[1], h.Args[2] = int32(uint32(a)), int32(uint32(a>>32)), int32(hi-lo)
 			h.Args[3], h.Args[4], h.Args[5] = id, gen, int32(i)
 		}
+		h.EP = s.dstEP
 		if err := c.cd.Send(j, h, payload, flags); err != nil {
 			if i == 0 {
 				return abandonOp(c, &c.ops, s.op, id, op, s.mode, err)
@@ -332,16 +335,17 @@ func ackPart[T any, P opEntry[T]](c *Client, table *opTable[T, P], what string, 
 func (c *Client) chunkDone(id int32, op *rmaOp, err error) { partDone(c, &c.ops, id, op, err) }
 
 // targetRange is the target's check of a path-(b) request: the bytes
-// [addr, addr+n) of this rank's segment, with addr in two AM args, or false
-// (with a message naming the requester) if they are not all inside it.
-func (c *Client) targetRange(what string, src int, lo, hi AMArg, n int64) ([]byte, bool) {
+// [addr, addr+n) of the bound segment of the endpoint t names, with addr in
+// two AM args, or false (with a message naming the requester) if they are
+// not all inside it.
+func (c *Client) targetRange(what string, t *Token, lo, hi AMArg, n int64) ([]byte, bool) {
 	addr := uint64(uint32(lo)) | uint64(uint32(hi))<<32
-	if seg := c.ep.seg.Load(); seg != nil && n >= 0 {
+	if seg := t.ep.seg.Load(); seg != nil && n >= 0 {
 		if off, ok := seg.offsetOf(Addr(addr), uint64(n)); ok {
 			return seg.mem[off : off+uint64(n)], true
 		}
 	}
-	c.logf("refused a %s from rank %d: [%#x, +%d) is not inside this rank's segment", what, src, addr, n)
+	c.logf("refused a %s from rank %d: [%#x, +%d) is not inside the segment of endpoint %d", what, t.src, addr, n, t.ep.index)
 	return nil, false
 }
 
@@ -359,7 +363,7 @@ func (c *Client) rmaHandlers() []AMEntry {
 		{Index: hPutReq, Flags: FlagAMMedium | FlagAMRequest, NArgs: 5, Name: "gex-put", Fn: func(t *Token, p []byte, a []AMArg) {
 			h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
 			h.Args[0], h.Args[1] = a[2], a[3]
-			if dst, ok := c.targetRange("put", t.src, a[0], a[1], int64(len(p))); ok {
+			if dst, ok := c.targetRange("put", t, a[0], a[1], int64(len(p))); ok {
 				copy(dst, p)
 			} else {
 				h.Args[2] = 1
@@ -375,7 +379,7 @@ func (c *Client) rmaHandlers() []AMEntry {
 		}},
 		{Index: hGetLongReq, Flags: FlagAMShort | FlagAMRequest, NArgs: 8, Name: "gex-get-long", Fn: func(t *Token, _ []byte, a []AMArg) {
 			n := int64(a[2])
-			payload, ok := c.targetRange("get", t.src, a[0], a[1], n)
+			payload, ok := c.targetRange("get", t, a[0], a[1], n)
 			if !ok || n > int64(c.cd.Limits(t.src).MaxLong) {
 				h := conduit.Header{Cat: conduit.Short, Handler: uint8(hPutAck), NArgs: 3}
 				h.Args[0], h.Args[1], h.Args[2] = a[3], a[4], 1
@@ -398,7 +402,7 @@ func (c *Client) rmaHandlers() []AMEntry {
 			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hGetRep), NArgs: 4}
 			h.Args[0], h.Args[1], h.Args[2] = a[3], a[4], a[5]
 			n := int64(a[2])
-			payload, ok := c.targetRange("get", t.src, a[0], a[1], n)
+			payload, ok := c.targetRange("get", t, a[0], a[1], n)
 			if !ok || n > int64(c.cd.Limits(t.src).MaxMedium) {
 				payload, h.Args[3] = nil, 1
 			}
@@ -416,7 +420,7 @@ func (c *Client) rmaHandlers() []AMEntry {
 			valid := dt&(dt-1) == 0 && dt&(DTI32|DTU32|DTI64|DTU64|DTFLT|DTDBL) != 0 &&
 				op&(op-1) == 0 && op&opAtomic != 0 && (dt.isInteger() || op&(opBitwise|opFBitwise) == 0) &&
 				addr%uint64(size) == 0
-			mem, ok := c.targetRange("atomic", t.src, a[0], a[1], size)
+			mem, ok := c.targetRange("atomic", t, a[0], a[1], size)
 			var payload []byte
 			if !valid || !ok {
 				h.Args[3] = 1

@@ -152,6 +152,8 @@ func (tm *TM) Split(color, key int, scratch []byte, flags Flags) (*TM, uintptr, 
 	switch {
 	case flags&^(splitQuery|FlagTMNoScratch) != 0:
 		return nil, 0, c.report(badArg(op, "flags %v not accepted (GEX_FLAG_TM_SCRATCH_SIZE_*, GEX_FLAG_TM_NO_SCRATCH)", flags&^(splitQuery|FlagTMNoScratch)))
+	case tm.epPath:
+		return nil, 0, c.report(badArg(op, "tm is a team over non-primordial endpoints: gexgo does not Split it (use Create)"))
 	case color < 0 && color != ColorNone:
 		return nil, 0, c.report(badArg(op, "color %d is negative (pass ColorNone to take part without joining)", color))
 	}
@@ -240,7 +242,10 @@ func (tm *TM) Split(color, key int, scratch []byte, flags Flags) (*TM, uintptr, 
 		}
 	}
 	nt := c.newTeam(tm, deriveID(tm.id, seq, 's', nil, int64(color)), members, me)
-	nt.noScratch, nt.scratch = flags&FlagTMNoScratch != 0, scratch
+	// GEX_FLAG_TM_NO_SCRATCH on Split is a hint: the team "will not perform
+	// any significant collectives, and its use otherwise will most likely
+	// degrade the performance of collectives" - collectives still work.
+	nt.scratch = scratch
 	return nt, 0, nil
 }
 
@@ -256,6 +261,9 @@ func (tm *TM) Dup(scratch []byte, flags Flags) (*TM, uintptr, error) {
 	}
 	if flags&^(splitQuery|FlagTMNoScratch) != 0 {
 		return nil, 0, c.report(badArg(op, "flags %v not accepted (GEX_FLAG_TM_SCRATCH_SIZE_*, GEX_FLAG_TM_NO_SCRATCH)", flags&^(splitQuery|FlagTMNoScratch)))
+	}
+	if tm.epPath {
+		return nil, 0, c.report(badArg(op, "tm is a team over non-primordial endpoints: gexgo does not Dup it (use Create)"))
 	}
 	if flags&splitQuery != 0 {
 		sz, err := c.scratchQuery(op, flags, true)
@@ -277,20 +285,24 @@ func (tm *TM) Dup(scratch []byte, flags Flags) (*TM, uintptr, error) {
 	return nt, 0, nil
 }
 
-// Create implements gex_TM_Create, collective over tm: each caller names the
-// members of the team it creates, in rank order, in args (ranks of tm, or job
-// ranks with FlagRankIsJobrank); callers naming the same list create the same
-// team, and lists must be identical or disjoint. An empty args creates
-// nothing. The result holds the caller's new team if args names the caller's
-// endpoint (gexgo has one endpoint per process), else it is empty.
+// Create implements gex_TM_Create (Memory Kinds, "gex_TM_Create"),
+// collective over tm: each caller names the members of the team it creates,
+// in rank order, in args: (rank of tm, or job rank with FlagRankIsJobrank;
+// endpoint index) pairs, any endpoints of any processes, several per process
+// if wanted. Callers naming the same list create the same team, and lists
+// must be identical or disjoint. An empty args creates nothing. The result
+// holds one TM per member of the new team that is an endpoint of this
+// process, in rank order (empty if args names none).
 //
 // Exactly one of FlagTMSymmetricScratch (scratchAddrs[0] serves every
-// member), FlagTMLocalScratch (scratchAddrs[0] is the caller's),
+// member), FlagTMLocalScratch (scratchAddrs[k] is the k-th local member's),
 // FlagTMGlobalScratch (scratchAddrs[i] is member i's) or FlagTMNoScratch must
 // be given; with FlagScratchSegOffset the addresses are offsets into the
 // members' bound segments. scratchSize must be single-valued over the new
 // team. With a scratch-size query flag the call returns the size instead.
 // With FlagTMLocalScratch the call ends with a barrier over the new team.
+// Collectives over a team created with FlagTMNoScratch are refused, as the
+// text of gex_TM_Create says.
 func (tm *TM) Create(args []EPLocation, scratchAddrs []Addr, scratchSize uintptr, flags Flags) ([]*TM, uintptr, error) {
 	const op = "Create"
 	c, err := teamTM(op, tm)
@@ -301,14 +313,13 @@ func (tm *TM) Create(args []EPLocation, scratchAddrs []Addr, scratchSize uintptr
 	if flags&^allowed != 0 {
 		return nil, 0, c.report(badArg(op, "flags %v not accepted", flags&^allowed))
 	}
-	// Members, as job ranks, and the caller's place among them.
+	// Members, as (job rank, endpoint index), and the local ones.
 	members := make([]Rank, len(args))
-	me := RankInvalid
-	seen := make(map[Rank]bool, len(args))
+	eps := make([]EPIndex, len(args))
+	var local []Rank // team ranks of this process's members
+	epPath := false
+	seen := make(map[EPLocation]bool, len(args))
 	for i, a := range args {
-		if a.EPIndex != 0 {
-			return nil, 0, c.report(badArg(op, "args[%d] names endpoint index %d: only primordial endpoints exist (index 0)", i, a.EPIndex))
-		}
 		j := a.Rank
 		if flags&FlagRankIsJobrank != 0 {
 			if int(j) >= c.size {
@@ -323,62 +334,123 @@ func (tm *TM) Create(args []EPLocation, scratchAddrs []Addr, scratchSize uintptr
 			}
 			j = Rank(tm.jobrank(j))
 		}
-		if seen[j] {
-			return nil, 0, c.report(badArg(op, "args[%d] names job rank %d a second time: members must be distinct", i, j))
+		if int(a.EPIndex) >= MaxEPs {
+			return nil, 0, c.report(badArg(op, "args[%d].EPIndex %d out of range: at most %d endpoints per process", i, a.EPIndex, MaxEPs))
 		}
-		seen[j] = true
-		members[i] = j
+		loc := EPLocation{Rank: j, EPIndex: a.EPIndex}
+		if seen[loc] {
+			return nil, 0, c.report(badArg(op, "args[%d] names job rank %d endpoint %d a second time: members must be distinct", i, j, a.EPIndex))
+		}
+		seen[loc] = true
+		members[i], eps[i] = j, a.EPIndex
+		if a.EPIndex != 0 {
+			epPath = true
+		}
 		if int(j) == c.rank {
-			me = Rank(i)
+			if c.epAt(uint16(a.EPIndex)) == nil {
+				return nil, 0, c.report(badArg(op, "args[%d] names endpoint %d of this process (job rank %d), which does not exist", i, a.EPIndex, j))
+			}
+			local = append(local, Rank(i))
 		}
 	}
 	if flags&splitQuery != 0 {
-		sz, err := c.scratchQuery(op, flags, me != RankInvalid)
+		sz, err := c.scratchQuery(op, flags, len(local) > 0)
 		return nil, sz, err
 	}
 	if sel := flags & scratchSel; sel == 0 || sel&(sel-1) != 0 {
 		return nil, 0, c.report(badArg(op, "flags must hold exactly one of GEX_FLAG_TM_{SYMMETRIC,LOCAL,GLOBAL,NO}_SCRATCH, got %v", sel))
 	}
 	seq := tm.nextSeq()
-	if me == RankInvalid {
+	if len(local) == 0 {
 		return nil, 0, nil
 	}
-	var scratch []byte
+	scratch := make([][]byte, len(local))
 	if flags&FlagTMNoScratch == 0 {
-		var idx int
 		switch {
-		case flags&FlagTMGlobalScratch != 0:
-			idx = int(me)
-			if len(scratchAddrs) != len(args) {
-				return nil, 0, c.report(badArg(op, "GEX_FLAG_TM_GLOBAL_SCRATCH needs one scratch address per member (%d), got %d", len(args), len(scratchAddrs)))
+		case flags&FlagTMGlobalScratch != 0 && len(scratchAddrs) != len(args):
+			return nil, 0, c.report(badArg(op, "GEX_FLAG_TM_GLOBAL_SCRATCH needs one scratch address per member (%d), got %d", len(args), len(scratchAddrs)))
+		case flags&FlagTMLocalScratch != 0 && len(scratchAddrs) != len(local):
+			return nil, 0, c.report(badArg(op, "GEX_FLAG_TM_LOCAL_SCRATCH needs one scratch address per local member (%d), got %d", len(local), len(scratchAddrs)))
+		case flags&FlagTMSymmetricScratch != 0 && len(scratchAddrs) != 1:
+			return nil, 0, c.report(badArg(op, "GEX_FLAG_TM_SYMMETRIC_SCRATCH needs exactly one scratch address, got %d", len(scratchAddrs)))
+		}
+		for k, me := range local {
+			idx := 0
+			switch {
+			case flags&FlagTMGlobalScratch != 0:
+				idx = int(me)
+			case flags&FlagTMLocalScratch != 0:
+				idx = k
 			}
-		default:
-			if len(scratchAddrs) != 1 {
-				return nil, 0, c.report(badArg(op, "%v needs exactly one scratch address, got %d", flags&scratchSel, len(scratchAddrs)))
+			seg := c.epAt(uint16(eps[me])).seg.Load()
+			if seg == nil {
+				return nil, 0, c.report(badArg(op, "scratch must lie in the bound segment, but endpoint %d has none", eps[me]))
 			}
+			a := scratchAddrs[idx]
+			if flags&FlagScratchSegOffset != 0 {
+				a += seg.addr
+			}
+			if a < seg.addr || uint64(a-seg.addr) > uint64(len(seg.mem)) || uint64(scratchSize) > uint64(len(seg.mem))-uint64(a-seg.addr) || scratchSize == 0 {
+				return nil, 0, c.report(badArg(op, "scratch [%#x, +%d) is not a non-empty range inside the bound segment [%#x, +%d) of endpoint %d", uintptr(a), scratchSize, uintptr(seg.addr), len(seg.mem), eps[me]))
+			}
+			off := uintptr(a - seg.addr)
+			scratch[k] = seg.mem[off : off+scratchSize : off+scratchSize]
 		}
-		seg := c.ep.seg.Load()
-		if seg == nil {
-			return nil, 0, c.report(badArg(op, "scratch must lie in the bound segment, but no segment is attached"))
-		}
-		a := scratchAddrs[idx]
-		if flags&FlagScratchSegOffset != 0 {
-			a += seg.addr
-		}
-		if a < seg.addr || uint64(a-seg.addr) > uint64(len(seg.mem)) || uint64(scratchSize) > uint64(len(seg.mem))-uint64(a-seg.addr) || scratchSize == 0 {
-			return nil, 0, c.report(badArg(op, "scratch [%#x, +%d) is not a non-empty range inside the bound segment [%#x, +%d)", uintptr(a), scratchSize, uintptr(seg.addr), len(seg.mem)))
-		}
-		off := uintptr(a - seg.addr)
-		scratch = seg.mem[off : off+scratchSize : off+scratchSize]
 	}
-	nt := c.newTeam(tm, deriveID(tm.id, seq, 'c', members, 0), members, me)
-	nt.noScratch, nt.scratch = flags&FlagTMNoScratch != 0, scratch
+	id := deriveID(tm.id, seq, 'c', members, 0)
+	if epPath {
+		id = deriveID(tm.id, seq, 'e', epMix(members, eps), 0)
+	} else {
+		eps = nil
+	}
+	out := make([]*TM, len(local))
+	for k, me := range local {
+		nt := &TM{c: c, ep: c.epAt(uint16(args[me].EPIndex)), rank: me, size: Rank(len(members)), members: members, eps: eps, epPath: epPath}
+		nt.id = id
+		c.coll.mu.Lock()
+		if epPath {
+			nt.ts = c.coll.team(memberID(id, int(me)))
+			nt.ts.base, nt.ts.perMember = id, true
+		} else {
+			nt.ts = c.coll.team(id)
+		}
+		nt.ts.tm = nt
+		c.coll.mu.Unlock()
+		nt.noScratch, nt.scratch = flags&FlagTMNoScratch != 0, scratch[k]
+		out[k] = nt
+	}
 	if flags&FlagTMLocalScratch != 0 {
-		if err := c.coll.barrier(nt, 0, barrierAnonymous).Wait(); err != nil {
-			return nil, 0, err
+		evs := make([]Event, len(out))
+		for k, nt := range out {
+			evs[k] = c.coll.barrier(nt, 0, barrierAnonymous)
+		}
+		for _, ev := range evs {
+			if err := ev.Wait(); err != nil {
+				return nil, 0, err
+			}
 		}
 	}
-	return []*TM{nt}, 0, nil
+	return out, 0, nil
+}
+
+// epMix folds endpoint indices into the member list that names a team.
+func epMix(members []Rank, eps []EPIndex) []Rank {
+	m := make([]Rank, 2*len(members))
+	for i := range members {
+		m[2*i], m[2*i+1] = members[i], Rank(eps[i])
+	}
+	return m
+}
+
+// memberID is the id under which member r of a team over non-primordial
+// endpoints keeps its collective state: its messages name the member, since
+// one process may hold several members of the team.
+func memberID(base uint64, r int) uint64 {
+	id := base ^ (uint64(r)+1)*0x9e3779b97f4a7c15
+	if id <= primordialTeamID {
+		id += 2
+	}
+	return id
 }
 
 // Destroy implements gex_TM_Destroy, collective over tm: it releases the team
@@ -425,27 +497,34 @@ func (tm *TM) Destroy(flags Flags) ([]byte, error) {
 	return tm.scratch, nil
 }
 
-// TMPair implements gex_TM_Pair: an ad hoc TM naming the local endpoint ep and
-// the endpoint of index remoteIndex in whichever process a point-to-point call
-// names by job rank. It does not communicate; calling it again with the same
-// arguments returns the same value (TM-pairs compare equal exactly then). It
-// is valid for AM, RMA, VIS and AM limit queries, not for team operations,
-// atomic domains or collectives. gexgo processes have only the primordial
-// endpoint, so remoteIndex must be 0.
+// TMPair implements gex_TM_Pair (Memory Kinds, "gex_TM_Pair"): an ad hoc TM
+// naming the local endpoint ep and the endpoint of index remoteIndex in
+// whichever process a point-to-point call names by job rank. It does not
+// communicate; calling it again with the same arguments returns the same
+// value (TM-pairs compare equal exactly then). It is valid for AM, RMA, VIS
+// and AM limit queries, not for team operations, atomic domains or
+// collectives. Whether remoteIndex exists in the target process is checked
+// there: an AM naming an endpoint that does not exist is refused by the
+// receiver with a message naming the sender.
 func TMPair(ep *EP, remoteIndex EPIndex) (*TM, error) {
 	if ep == nil {
 		return nil, badArg("TMPair", "ep is nil")
 	}
-	if remoteIndex != 0 {
-		return nil, ep.c.report(badArg("TMPair", "remote endpoint index %d: only primordial endpoints exist (index 0)", remoteIndex))
+	if int(remoteIndex) >= MaxEPs {
+		return nil, ep.c.report(badArg("TMPair", "remote endpoint index %d out of range: at most %d endpoints per process", remoteIndex, MaxEPs))
 	}
-	if p := ep.pair.Load(); p != nil {
+	ep.pairMu.Lock()
+	defer ep.pairMu.Unlock()
+	if p := ep.pairs[remoteIndex]; p != nil {
 		return p, nil
 	}
 	c := ep.c
-	p := &TM{c: c, ep: ep, rank: Rank(c.rank), size: Rank(c.size), pair: true}
-	if ep.pair.CompareAndSwap(nil, p) {
-		return p, nil
+	epPath := ep != c.ep || remoteIndex != 0
+	p := &TM{c: c, ep: ep, rank: Rank(c.rank), size: Rank(c.size), pair: true, pairEP: remoteIndex,
+		epPath: epPath, direct: !epPath}
+	if ep.pairs == nil {
+		ep.pairs = make(map[EPIndex]*TM)
 	}
-	return ep.pair.Load(), nil
+	ep.pairs[remoteIndex] = p
+	return p, nil
 }

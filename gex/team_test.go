@@ -549,8 +549,8 @@ func TestTeamErrors(t *testing.T) {
 		bad("Create with a repeated member", err)
 		_, _, err = e.tm.Create([]gex.EPLocation{{Rank: 5}}, nil, 0, gex.FlagTMNoScratch)
 		bad("Create with a rank out of range", err)
-		_, _, err = e.tm.Create([]gex.EPLocation{{Rank: 0, EPIndex: 1}}, nil, 0, gex.FlagTMNoScratch)
-		bad("Create naming endpoint index 1", err)
+		_, _, err = e.tm.Create([]gex.EPLocation{{Rank: e.rank, EPIndex: 1}}, nil, 0, gex.FlagTMNoScratch)
+		bad("Create naming this process's endpoint 1, which does not exist", err)
 		_, _, err = e.tm.Create([]gex.EPLocation{{Rank: 0}, {Rank: 1}}, []gex.Addr{0}, 4096, gex.FlagTMNoScratch|gex.FlagTMLocalScratch)
 		bad("Create with two scratch options", err)
 		_, err = e.tm.Destroy(0)
@@ -601,8 +601,8 @@ func TestTeamErrors(t *testing.T) {
 		if p1 != p2 || p1 == e.tm {
 			e.Fatalf("TMPair values: equal arguments must compare equal and differ from teams")
 		}
-		_, err = gex.TMPair(e.ep, 1)
-		bad("TMPair remote index 1", err)
+		_, err = gex.TMPair(e.ep, gex.MaxEPs)
+		bad("TMPair remote index beyond MaxEPs", err)
 		_, err = p1.BarrierNB(0)
 		bad("BarrierNB on a TM-pair", err)
 		_, _, err = p1.Split(0, 0, seg[:4096], 0)

@@ -376,6 +376,7 @@ type visCall struct {
 	rstrides []int
 	loff     int
 	raddr    Addr
+	dstEP    uint16 // the target endpoint's index (set by vis)
 }
 
 func (v *visCall) localName() string {
@@ -436,9 +437,13 @@ func (tm *TM) vis(v *visCall) (Event, error) {
 	if v.flags&FlagPeerNeverSelf != 0 && j == c.rank || v.flags&FlagPeerNeverNbrhd != 0 && c.topo.Nbrhd[j] == c.topo.Nbrhd[c.rank] {
 		return EventInvalid, c.report(badArg(v.op, "rank %d contradicts the asserted %v", v.rank, v.flags&(FlagPeerNeverSelf|FlagPeerNeverNbrhd)))
 	}
-	seg := c.cd.Segment(j)
+	seg, dstEP, err := tm.targetSeg(v.op, v.rank, j, EPCapabilityVIS)
+	if err != nil {
+		return EventInvalid, err
+	}
+	v.dstEP = dstEP
 	if seg.Size == 0 {
-		return EventInvalid, c.report(badArg(v.op, "rank %d has no bound segment", v.rank))
+		return EventInvalid, c.report(badArg(v.op, "rank %d (endpoint %d) has no bound segment known here (publish it with PublishBoundSegment)", v.rank, v.dstEP))
 	}
 	r, l := &v.remote, &v.local
 	r.remote = true
@@ -490,7 +495,7 @@ func (tm *TM) vis(v *visCall) (Event, error) {
 		}
 		if pc != nil {
 			c.vis.disarm(pc)
-			return EventInvalid, c.report(c.sendPC(v.op, j, pc))
+			return EventInvalid, c.report(c.sendPC(v.op, j, v.dstEP, pc))
 		}
 		return EventInvalid, nil
 	}

@@ -426,7 +426,7 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 		}
 		hl = enc.flush(hdr, hl)
 		copy(buf[data:], hdr[:hl])
-		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5}
+		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5, EP: v.dstEP}
 		h.Args[0], h.Args[1], h.Args[2], h.Args[3] = id, gen, int32(data), int32(hl)
 		nbytes := data + hl
 		if pc != nil && first && remaining == 0 {
@@ -450,7 +450,7 @@ func (c *Client) visPutAM(v *visCall, j int, pc *visPC) (Event, error) {
 			c.visPartDone(id, op, err)
 			return EventInvalid, err
 		}
-		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5}
+		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPut), NArgs: 5, EP: v.dstEP}
 		h.Args[0], h.Args[1], h.Args[4] = id, gen, int32(pc.handler)
 		op.left.Add(1)
 		if err := c.cd.Send(j, h, pc.payload, 0); err != nil {
@@ -532,7 +532,7 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 		k := len(op.chunks)
 		op.chunks = append(op.chunks, ch)
 		op.mu.Unlock()
-		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISGetReq), NArgs: 4}
+		h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISGetReq), NArgs: 4, EP: v.dstEP}
 		h.Args[0], h.Args[1], h.Args[2], h.Args[3] = id, gen, int32(k), int32(data)
 		op.left.Add(1)
 		if err := c.cd.Commit(&p, h, hl); err != nil {
@@ -546,8 +546,8 @@ func (c *Client) visGetAM(v *visCall, j int) (Event, error) {
 // sendPC is path (a)'s peer-completion notification: the data is already in
 // the target's segment (copied before this AM is published), so an AM now
 // runs the handler there.
-func (c *Client) sendPC(op string, j int, pc *visPC) error {
-	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPC), NArgs: 1}
+func (c *Client) sendPC(op string, j int, ep uint16, pc *visPC) error {
+	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: uint8(hVISPC), NArgs: 1, EP: ep}
 	h.Args[0] = int32(pc.handler)
 	if err := c.cd.Send(j, h, pc.payload, 0); err != nil {
 		return resourceErr(op, "peer completion notification: %v", err)
@@ -559,15 +559,15 @@ func (c *Client) sendPC(op string, j int, pc *visPC) error {
 // with payload, inside the library request handler that delivered it. EX
 // VIS: h must be registered "with gex_flags == GEX_FLAG_AM_MEDIUM |
 // GEX_FLAG_AM_REPLY and gex_nargs == 0"; anything else is refused here.
-func (c *Client) runPC(src int, h AMIndex, payload []byte) {
-	e := c.ep.handlers[h].Load()
+func (c *Client) runPC(ep *EP, src int, h AMIndex, payload []byte) {
+	e := ep.handlers[h].Load()
 	if e == nil || e.Flags&FlagAMMedium == 0 || e.Flags&FlagAMReply == 0 || e.NArgs != 0 {
 		c.rejected.Add(1)
 		c.logf("refused a VIS peer completion from rank %d: handler %d is not a registered 0-argument Medium Reply handler", src, h)
 		return
 	}
 	t := &c.vis.tok
-	*t = Token{c: c, src: src, entry: e, g: gctx.ID(), live: true}
+	*t = Token{c: c, ep: ep, src: src, entry: e, g: gctx.ID(), live: true}
 	e.Fn(t, payload, nil)
 	t.live = false
 }
@@ -582,7 +582,7 @@ func (c *Client) visHandlers() []AMEntry {
 	return []AMEntry{
 		{Index: hVISPut, Flags: FlagAMMedium | FlagAMRequest, NArgs: 5, Name: "gex-vis-put", Fn: func(t *Token, p []byte, a []AMArg) {
 			dl, hl := int64(a[2]), int64(a[3])
-			seg := c.ep.seg.Load()
+			seg := t.ep.seg.Load()
 			if dl < 0 || hl < 0 || dl+hl > int64(len(p)) || seg == nil {
 				c.logf("refused a VIS put from rank %d: malformed message (%d data, %d run-list bytes of %d)", t.src, dl, hl, len(p))
 				ack(t, a, 1)
@@ -599,7 +599,7 @@ func (c *Client) visHandlers() []AMEntry {
 				if a[4] < 0 || a[4] > 255 {
 					c.logf("refused a VIS peer completion from rank %d: handler index %d", t.src, a[4])
 				} else {
-					c.runPC(t.src, AMIndex(a[4]), pcp)
+					c.runPC(t.ep, t.src, AMIndex(a[4]), pcp)
 				}
 			}
 			ack(t, a, 0)
@@ -611,7 +611,7 @@ func (c *Client) visHandlers() []AMEntry {
 			h := conduit.Header{Cat: conduit.Medium, Handler: uint8(hVISGetRep), NArgs: 4}
 			h.Args[0], h.Args[1], h.Args[2] = a[0], a[1], a[2]
 			n := int(a[3])
-			seg := c.ep.seg.Load()
+			seg := t.ep.seg.Load()
 			var err error
 			switch {
 			case seg == nil:
@@ -688,7 +688,7 @@ func (c *Client) visHandlers() []AMEntry {
 				c.logf("refused a VIS peer completion from rank %d: handler index %d", t.src, a[0])
 				return
 			}
-			c.runPC(t.src, AMIndex(a[0]), p)
+			c.runPC(t.ep, t.src, AMIndex(a[0]), p)
 		}},
 	}
 }

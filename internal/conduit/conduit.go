@@ -48,7 +48,12 @@ type Header struct {
 	// Dest is, for a Long, the destination address in the target's bound segment
 	// as the target sees it (the owner's address).
 	Dest uint64
-	Args [MaxArgs]int32
+	// EP is the index of the destination endpoint in the target process and
+	// SrcEP that of the sending endpoint (gex_EP_Index_t; 0 is the primordial
+	// endpoint). The conduit carries both; the receiver checks EP against its
+	// endpoints like any other field.
+	EP, SrcEP uint16
+	Args      [MaxArgs]int32
 }
 
 // Incoming is an AM being delivered. It and Payload are valid only until the

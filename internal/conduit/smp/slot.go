@@ -18,20 +18,28 @@ import (
 //	         bit 3 payload inline in the slot, bit 4 Long payload already placed
 //	1   1    handler index
 //	2   1    nargs (0..16)
-//	3   1    reserved, 0
+//	3   1    payload buffer index in the sender's pool for this receiver (not
+//	         inline; the pool has poolBufs buffers)
 //	4   4    source job rank
 //	8   4    payload length in bytes
-//	12  4    payload buffer index in the sender's pool for this receiver (not inline)
+//	12  2    destination endpoint index (gex_EP_Index_t)
+//	14  2    source endpoint index
 //	16  8    Long destination address (owner's address)
 //	24  64   args: 16 x int32, the first nargs meaningful
 //	88  ...  inline payload
+//
+// Everything but the args beyond the eighth and the inline payload lies in
+// the slot's first cache line (with the ring's sequence word), so a Short
+// with few args moves one line between the cores.
 const (
 	offKind    = 0
 	offHandler = 1
 	offNArgs   = 2
+	offBuf     = 3
 	offSrc     = 4
 	offNBytes  = 8
-	offBuf     = 12
+	offEP      = 12
+	offSrcEP   = 14
 	offDest    = 16
 	offArgs    = 24
 	offInline  = 88
@@ -66,15 +74,16 @@ func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte, payloa
 	s[offKind] = k
 	s[offHandler] = h.Handler
 	s[offNArgs] = h.NArgs
-	s[3] = 0
+	s[offBuf] = byte(buf)
 	binary.LittleEndian.PutUint32(s[offSrc:], uint32(src))
 	binary.LittleEndian.PutUint32(s[offNBytes:], uint32(n))
-	binary.LittleEndian.PutUint32(s[offBuf:], uint32(buf))
 	binary.LittleEndian.PutUint64(s[offDest:], h.Dest)
 	a := s[offArgs : offArgs+4*conduit.MaxArgs]
 	for i := 0; i < int(h.NArgs) && i < conduit.MaxArgs; i++ {
 		binary.LittleEndian.PutUint32(a[4*i:], uint32(h.Args[i]))
 	}
+	binary.LittleEndian.PutUint16(s[offEP:], h.EP)
+	binary.LittleEndian.PutUint16(s[offSrcEP:], h.SrcEP)
 	if flags&kindInline != 0 {
 		copy(s[offInline:], payload)
 	}
@@ -91,6 +100,9 @@ func encodeSlotHeader(s []byte, h *slotHeader, payload []byte) {
 	}
 	encodeSlot(s, &h.Header, h.Src, h.NBytes, h.Buf, f, payload)
 }
+
+// The payload buffer index travels in one byte.
+const _ uint8 = poolBufs - 1
 
 var errSlot = errors.New("smp: malformed AM slot")
 
@@ -135,8 +147,10 @@ func decodeSlot(s []byte, h *slotHeader, size, maxPayload int) error {
 	}
 	h.Cat, h.IsReq, h.Handler, h.NArgs = cat, k&kindReq != 0, s[offHandler], nargs
 	h.Src, h.NBytes, h.Inline, h.Placed = int(src), int(n), inline, placed
-	h.Buf = int(binary.LittleEndian.Uint32(s[offBuf:]))
+	h.Buf = int(s[offBuf])
 	h.Dest = binary.LittleEndian.Uint64(s[offDest:])
+	h.EP = binary.LittleEndian.Uint16(s[offEP:])
+	h.SrcEP = binary.LittleEndian.Uint16(s[offSrcEP:])
 	a := s[offArgs : offArgs+4*conduit.MaxArgs]
 	for i := 0; i < int(nargs); i++ {
 		h.Args[i] = int32(binary.LittleEndian.Uint32(a[4*i:]))

@@ -12,6 +12,7 @@ const testSlotData = 248
 func sampleSlot(cat conduit.Category, isReq, inline bool, nargs int, payload []byte) (slotHeader, []byte) {
 	h := slotHeader{Src: 3, NBytes: len(payload), Buf: 2, Inline: inline}
 	h.Cat, h.IsReq, h.Handler, h.NArgs, h.Dest = cat, isReq, 200, uint8(nargs), 0x7f0000001000
+	h.EP, h.SrcEP = uint16(nargs+1), 0xfffe
 	for i := 0; i < nargs; i++ {
 		h.Args[i] = int32(-1000 * (i + 1))
 	}

@@ -467,7 +467,7 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 	switch {
 	case h.Cat == conduit.Short:
 		n = 0
-	case h.Cat == conduit.Long && pr.mapped:
+	case h.Cat == conduit.Long && pr.mapped && h.EP == 0: // other endpoints' segments: gex places
 		if n > 0 {
 			local := pr.seg.Local
 			off := h.Dest - pr.seg.Owner

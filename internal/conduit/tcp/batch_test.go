@@ -191,9 +191,9 @@ func TestBatcherWouldBlock(t *testing.T) {
 		t.Fatal("an empty batcher must accept any frame")
 	}
 	h := sampleAM(conduit.Medium, true, 0)
-	bt.add(&h, make([]byte, 500)) // referenced: 16 + 500 queued
-	if q := bt.pending(); q != 516 {
-		t.Fatalf("pending %d, want 516", q)
+	bt.add(&h, make([]byte, 500)) // referenced: frameFixed + 500 queued
+	if q := bt.pending(); q != frameFixed+500 {
+		t.Fatalf("pending %d, want %d", q, frameFixed+500)
 	}
 	if bt.wouldBlock(400) {
 		t.Fatal("916 bytes is under the 1000-byte mark")

@@ -225,7 +225,7 @@ func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
 			break
 		}
 		in.Src, in.Header, in.Payload, in.Placed = l.rank, fh.Header, payload, false
-		if fh.Cat == conduit.Long && len(payload) > 0 && t.place != nil {
+		if fh.Cat == conduit.Long && fh.EP == 0 && len(payload) > 0 && t.place != nil {
 			// A Long whose bytes lie in this rank's segment is placed
 			// there; one outside arrives unplaced for the receiver to
 			// refuse.
@@ -268,7 +268,10 @@ func (t *Transport) startLong(l *link) bool {
 	}
 	fh := &l.fh
 	hl, err := decodeFixed(s, fh, t.maxLong())
-	if err != nil || fh.Cat != conduit.Long || fh.NBytes < directMin || len(s) < hl {
+	// Only the primordial endpoint's segment is placed here (Memory Kinds:
+	// a Long for another endpoint arrives unplaced, for that endpoint to
+	// check and place).
+	if err != nil || fh.Cat != conduit.Long || fh.EP != 0 || fh.NBytes < directMin || len(s) < hl {
 		return false
 	}
 	dst := t.place(fh.Dest, fh.NBytes)

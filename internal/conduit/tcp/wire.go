@@ -17,11 +17,11 @@ import (
 )
 
 // A TCP stream between two ranks carries a sequence of frames. Every frame is
-// a fixed 16-byte little-endian header, then nargs 4-byte handler arguments,
+// a fixed 20-byte little-endian header, then nargs 4-byte handler arguments,
 // then the payload:
 //
 //	off  size  field
-//	0    1     magic and version: 0xE0 | frameVersion (0xE1)
+//	0    1     magic and version: 0xE0 | frameVersion (0xE2)
 //	1    1     kind: bits 0-1 category (0 control frame, 1 Short, 2 Medium,
 //	           3 Long), bit 2 request (AM frames only); other bits 0
 //	2    1     AM: handler index; control frame: op (ctrlOp)
@@ -29,15 +29,19 @@ import (
 //	4    4     payload length in bytes (0 for Short)
 //	8    8     Long: destination address in the target's segment (the owner's
 //	           address); control frame: op-specific value; else 0
-//	16   4*n   AM: args[0..nargs) as int32
-//	16+4n len  payload
+//	16   2     AM: destination endpoint index (gex_EP_Index_t); control: 0
+//	18   2     AM: source endpoint index; control frame: 0
+//	20   4*n   AM: args[0..nargs) as int32
+//	20+4n len  payload
 //
 // The categories and the argument limit are the GASNet-EX ones: "There are
 // three categories of active messages" (GASNet-1 spec §2.3.1, Short, Medium,
 // Long), and "'numargs' must be between 0 and gex_AM_MaxArgs(), inclusive"
 // (GASNet-EX API, "Active Messages", gex_AM_MaxArgs = conduit.MaxArgs = 16).
-// Only the args actually used travel, so a Short with no arguments is 16
-// bytes on the wire.
+// Only the args actually used travel, so a Short with no arguments is 20
+// bytes on the wire. Version 2 added the endpoint indices (Memory Kinds,
+// "gex_EP_Create"); the receiver checks the destination index against its
+// endpoints.
 const (
 	offMagic   = 0
 	offKind    = 1
@@ -47,12 +51,14 @@ const (
 	offLen     = 4
 	offDest    = 8 // control frames: offValue
 	offValue   = 8
-	offArgs    = 16
+	offEP      = 16
+	offSrcEP   = 18
+	offArgs    = 20
 
 	frameFixed   = offArgs                     // fixed part of every frame header
 	frameMaxHead = offArgs + 4*conduit.MaxArgs // largest frame header (16 args)
 	frameMagic   = 0xE0                        // high nibble of byte 0
-	frameVersion = 1                           // low nibble of byte 0
+	frameVersion = 2                           // low nibble of byte 0
 	frameByte0   = frameMagic | frameVersion   // byte 0 of every frame
 	kindCatMask  = 0x3                         // category bits of the kind byte
 	kindReq      = 1 << 2                      // request bit of the kind byte
@@ -136,6 +142,8 @@ func appendAMHeader(buf []byte, h *conduit.Header, n int) []byte {
 	s[offNArgs] = byte(nargs)
 	binary.LittleEndian.PutUint32(s[offLen:], uint32(n))
 	binary.LittleEndian.PutUint64(s[offDest:], dest)
+	binary.LittleEndian.PutUint16(s[offEP:], h.EP)
+	binary.LittleEndian.PutUint16(s[offSrcEP:], h.SrcEP)
 	a := s[offArgs:]
 	for i := 0; i < nargs; i++ {
 		binary.LittleEndian.PutUint32(a[4*i:], uint32(h.Args[i]))
@@ -160,6 +168,7 @@ func appendControlHeader(buf []byte, op ctrlOp, value uint64, n int) []byte {
 	s[offNArgs] = 0
 	binary.LittleEndian.PutUint32(s[offLen:], uint32(n))
 	binary.LittleEndian.PutUint64(s[offValue:], value)
+	binary.LittleEndian.PutUint32(s[offEP:], 0)
 	return buf
 }
 
@@ -217,6 +226,8 @@ func decodeFixed(s []byte, h *frameHeader, maxPayload int) (int, error) {
 			return 0, fmt.Errorf("%w: unknown control op %d", ErrFrame, op)
 		case nargs != 0:
 			return 0, fmt.Errorf("%w: control frame with nargs %d", ErrFrame, nargs)
+		case binary.LittleEndian.Uint32(s[offEP:]) != 0:
+			return 0, fmt.Errorf("%w: control frame with endpoint indices", ErrFrame)
 		case n > maxCtrlBytes:
 			return 0, fmt.Errorf("%w: %v control payload length %d exceeds %d", ErrFrame, op, n, maxCtrlBytes)
 		}
@@ -233,7 +244,8 @@ func decodeFixed(s []byte, h *frameHeader, maxPayload int) (int, error) {
 	case cat != conduit.Long && v != 0:
 		return 0, fmt.Errorf("%w: %v with a destination address %#x", ErrFrame, cat, v)
 	}
-	h.Header = conduit.Header{Cat: cat, IsReq: k&kindReq != 0, Handler: s[offHandler], NArgs: nargs, Dest: v}
+	h.Header = conduit.Header{Cat: cat, IsReq: k&kindReq != 0, Handler: s[offHandler], NArgs: nargs, Dest: v,
+		EP: binary.LittleEndian.Uint16(s[offEP:]), SrcEP: binary.LittleEndian.Uint16(s[offSrcEP:])}
 	h.Op, h.Value, h.NBytes = 0, 0, int(n)
 	return headLen(int(nargs)), nil
 }

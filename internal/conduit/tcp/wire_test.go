@@ -14,7 +14,7 @@ import (
 const testMax = 1 << 20
 
 func sampleAM(cat conduit.Category, isReq bool, nargs int) conduit.Header {
-	h := conduit.Header{Cat: cat, IsReq: isReq, Handler: 200, NArgs: uint8(nargs)}
+	h := conduit.Header{Cat: cat, IsReq: isReq, Handler: 200, NArgs: uint8(nargs), EP: uint16(3 + nargs), SrcEP: 0xfffe}
 	if cat == conduit.Long {
 		h.Dest = 0x7f0000001000
 	}
@@ -49,7 +49,7 @@ func sampleFrames() (hs []frameHeader, payloads [][]byte) {
 // TestFrameLayout pins the frame layout: offsets, sizes and the encoded bytes
 // of a sample frame field by field.
 func TestFrameLayout(t *testing.T) {
-	if frameFixed != 16 || frameMaxHead != 80 || offArgs != offDest+8 || offLen%4 != 0 || offDest%8 != 0 {
+	if frameFixed != 20 || frameMaxHead != 84 || offArgs != offSrcEP+2 || offLen%4 != 0 || offDest%8 != 0 {
 		t.Fatalf("layout: fixed %d, max head %d, len at %d, dest at %d, args at %d", frameFixed, frameMaxHead, offLen, offDest, offArgs)
 	}
 	if conduit.MaxArgs != 16 {
@@ -57,19 +57,21 @@ func TestFrameLayout(t *testing.T) {
 	}
 	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
 		h := sampleAM(conduit.Short, true, nargs)
-		if b := appendAMHeader(nil, &h, 0); len(b) != 16+4*nargs || len(b) != headLen(nargs) {
-			t.Fatalf("Short with %d args: %d bytes, want %d", nargs, len(b), 16+4*nargs)
+		if b := appendAMHeader(nil, &h, 0); len(b) != 20+4*nargs || len(b) != headLen(nargs) {
+			t.Fatalf("Short with %d args: %d bytes, want %d", nargs, len(b), 20+4*nargs)
 		}
 	}
 	h := sampleAM(conduit.Long, true, 2)
 	b := appendAM(nil, &h, []byte{9, 8, 7})
 	want := []byte{
-		0xE1,       // magic|version
+		0xE2,       // magic|version
 		3 | 4,      // Long, request
 		200,        // handler
 		2,          // nargs
 		3, 0, 0, 0, // payload length
 		0x00, 0x10, 0, 0, 0x00, 0x7f, 0, 0, // dest
+		5, 0, // destination endpoint index
+		0xfe, 0xff, // source endpoint index
 		0x18, 0xfc, 0xff, 0xff, // args[0] = -1000
 		0x31, 0xf8, 0xff, 0xff, // args[1] = -1999
 		9, 8, 7, // payload
@@ -170,7 +172,9 @@ func TestFrameRejects(t *testing.T) {
 		mut  func(s []byte)
 	}{
 		{"bad magic", good, func(s []byte) { s[offMagic] = 0x47 }},
-		{"future version", good, func(s []byte) { s[offMagic] = frameMagic | 2 }},
+		{"future version", good, func(s []byte) { s[offMagic] = frameMagic | 3 }},
+		{"old version", good, func(s []byte) { s[offMagic] = frameMagic | 1 }},
+		{"control with endpoint", ctrl, func(s []byte) { s[offEP] = 1 }},
 		{"unknown kind bit", good, func(s []byte) { s[offKind] |= 0x80 }},
 		{"nargs 17", good, func(s []byte) { s[offNArgs] = 17 }},
 		{"nargs 255", good, func(s []byte) { s[offNArgs] = 255 }},
