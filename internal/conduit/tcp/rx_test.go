@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gexgo/gexgo/internal/conduit"
-	"github.com/gexgo/gexgo/internal/nettest"
 )
 
 // TestDirectLongStream: a stream of large Longs (a put across hosts) is read
@@ -16,8 +15,8 @@ import (
 // intact and in order, every payload placed at its destination.
 func TestDirectLongStream(t *testing.T) {
 	aborts := make(chan string, 1)
-	tr := New(Config{MaxPayload: 1 << 16, MaxLong: 4 << 20})
-	tr.b, tr.rank, tr.size, tr.wake, tr.peers = &fakeBoot{rank: 1, size: 2, aborts: aborts}, 1, 2, func() {}, make([]*link, 2)
+	tr, b := connectedTransport(t, Config{MaxPayload: 1 << 16, MaxLong: 4 << 20}, aborts)
+	defer tr.Close()
 	seg := make([]byte, 4<<20)
 	tr.place = func(dest uint64, n int) []byte {
 		if dest > uint64(len(seg)) || uint64(n) > uint64(len(seg))-dest {
@@ -25,14 +24,6 @@ func TestDirectLongStream(t *testing.T) {
 		}
 		return seg[dest : dest+uint64(n)]
 	}
-	a, b := nettest.TCPPair(t)
-	if err := tr.add(0, a); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.ready(); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
 
 	type sent struct {
 		h conduit.Header
