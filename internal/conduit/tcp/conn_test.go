@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -164,15 +165,7 @@ func TestUnreachablePeer(t *testing.T) {
 // peer, instead of leaving the rank waiting for bytes that will not come.
 func TestConnectionReset(t *testing.T) {
 	aborts := make(chan string, 1)
-	t1 := New(Config{MaxPayload: 1 << 16})
-	t1.b, t1.rank, t1.size, t1.wake, t1.peers = &fakeBoot{rank: 1, size: 2, aborts: aborts}, 1, 2, func() {}, make([]*link, 2)
-	a, b := nettest.TCPPair(t)
-	if err := t1.add(0, a); err != nil {
-		t.Fatal(err)
-	}
-	if err := t1.ready(); err != nil {
-		t.Fatal(err)
-	}
+	t1, b := connectedTransport(t, Config{MaxPayload: 1 << 16}, aborts)
 	defer t1.Close()
 	h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 200}
 	frame := appendAM(nil, &h, make([]byte, 1000))
@@ -195,6 +188,23 @@ func TestConnectionReset(t *testing.T) {
 		t1.Arm()
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// connectedTransport returns rank 1's transport of a 2-rank job, connected
+// to rank 0 through a TCP pair whose other end it returns; Abort messages go
+// to aborts.
+func connectedTransport(t *testing.T, cfg Config, aborts chan string) (*Transport, net.Conn) {
+	t.Helper()
+	tr := New(cfg)
+	tr.b, tr.rank, tr.size, tr.wake, tr.peers = &fakeBoot{rank: 1, size: 2, aborts: aborts}, 1, 2, func() {}, make([]*link, 2)
+	a, b := nettest.TCPPair(t)
+	if err := tr.add(0, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ready(); err != nil {
+		t.Fatal(err)
+	}
+	return tr, b
 }
 
 // TestImmediateBackpressure: with FlagImmediate a send that would not fit in

@@ -37,6 +37,13 @@ type rx struct {
 	delivering bool
 	long       longRead // a Long being read straight into the segment
 	fh         frameHeader
+	// afterLong: the last bytes read ended a Long read straight into the
+	// segment, and nothing has been read since. The next frame of a put
+	// or get stream is most likely another large Long, so the next read
+	// takes only a frame header: its payload then goes straight into the
+	// segment too instead of up to a buffer's worth of it being staged
+	// and copied (startLong).
+	afterLong bool
 }
 
 // longRead is a Long whose payload goes from the socket straight into this
@@ -69,6 +76,7 @@ func (t *Transport) fill(l *link, grow bool) bool {
 			lr.got += n
 			if lr.got == len(lr.dst) {
 				lr.ready = true
+				l.afterLong = true
 			}
 			continue
 		}
@@ -89,14 +97,20 @@ func (t *Transport) fill(l *link, grow bool) bool {
 				return got // deliver first
 			}
 		}
-		n, err := readNB(l.fd, l.buf[l.w:])
+		room := l.buf[l.w:]
+		headOnly := l.afterLong && l.r == l.w
+		if headOnly {
+			room = room[:min(len(room), frameMaxHead)]
+		}
+		n, err := readNB(l.fd, room)
 		if !t.readResult(l, n, err, l.r < l.w || lr.active) {
 			return got
 		}
 		got = true
 		l.w += n
-		if l.w < len(l.buf) {
-			return got // a short read: the socket is empty
+		l.afterLong = false
+		if headOnly || n < len(room) {
+			return got // a frame header to look at first, or the socket is empty
 		}
 	}
 	return got

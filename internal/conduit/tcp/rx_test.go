@@ -1,0 +1,86 @@
+package tcp
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/gexgo/gexgo/internal/conduit"
+)
+
+// TestDirectLongStream: a stream of large Longs (a put across hosts) is read
+// from the socket straight into the segment, the Long after a direct one
+// too: at most a frame header of it passes through the receive buffer. The
+// frames after them (a Short, a small Long copied from the buffer) arrive
+// intact and in order, every payload placed at its destination.
+func TestDirectLongStream(t *testing.T) {
+	aborts := make(chan string, 1)
+	tr, b := connectedTransport(t, Config{MaxPayload: 1 << 16, MaxLong: 4 << 20}, aborts)
+	defer tr.Close()
+	seg := make([]byte, 4<<20)
+	tr.place = func(dest uint64, n int) []byte {
+		if dest > uint64(len(seg)) || uint64(n) > uint64(len(seg))-dest {
+			return nil
+		}
+		return seg[dest : dest+uint64(n)]
+	}
+
+	type sent struct {
+		h conduit.Header
+		p []byte
+	}
+	fill := func(n int, v byte) []byte { return bytes.Repeat([]byte{v}, n) }
+	frames := []sent{
+		{conduit.Header{Cat: conduit.Long, IsReq: true, Handler: 200, NArgs: 3, Dest: 0}, fill(1<<20, 0xA1)},
+		{conduit.Header{Cat: conduit.Long, IsReq: true, Handler: 201, NArgs: 3, Dest: 1 << 20}, fill(1<<20, 0xB2)},
+		{conduit.Header{Cat: conduit.Short, IsReq: true, Handler: 202, NArgs: 1}, nil},
+		{conduit.Header{Cat: conduit.Long, IsReq: true, Handler: 203, NArgs: 2, Dest: 3 << 20}, fill(4<<10+3, 0xC3)},
+	}
+	frames[2].h.Args[0] = 77
+	var stream []byte
+	for i := range frames {
+		stream = appendAM(stream, &frames[i].h, frames[i].p)
+	}
+	go b.Write(stream) // blocks until the transport has read most of it
+
+	var got []conduit.Incoming
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) < len(frames) {
+		tr.Poll(false, func(in *conduit.Incoming) {
+			c := *in
+			if !bytes.Equal(in.Payload, frames[len(got)].p) {
+				t.Errorf("AM %d (handler %d): payload of %d bytes differs from the %d sent", len(got), in.Handler, len(in.Payload), len(frames[len(got)].p))
+			}
+			got = append(got, c)
+		})
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d AMs arrived", len(got), len(frames))
+		}
+		select {
+		case msg := <-aborts:
+			t.Fatalf("the job ended: %s", msg)
+		default:
+		}
+	}
+	for i, in := range got {
+		f := frames[i]
+		if in.Handler != f.h.Handler || in.Cat != f.h.Cat || in.NArgs != f.h.NArgs || in.Args != f.h.Args {
+			t.Errorf("AM %d: header %+v, sent %+v", i, in.Header, f.h)
+		}
+		if f.h.Cat != conduit.Long {
+			continue
+		}
+		if !in.Placed {
+			t.Errorf("AM %d: a Long into the segment arrived unplaced", i)
+		}
+		if !bytes.Equal(seg[f.h.Dest:f.h.Dest+uint64(len(f.p))], f.p) {
+			t.Errorf("AM %d: the segment at %d does not hold the payload", i, f.h.Dest)
+		}
+	}
+	// The second Long's bytes (0xB2) went from the socket into the segment:
+	// only the header read after the first Long may have staged a few.
+	l := tr.peers[0]
+	if n := bytes.Count(l.buf, []byte{0xB2}); n > frameMaxHead {
+		t.Errorf("%d bytes of the Long after a direct Long passed through the receive buffer (at most a frame header, %d, may)", n, frameMaxHead)
+	}
+}
