@@ -11,7 +11,6 @@ import (
 	"github.com/gexgo/gexgo/gasnet"
 	"github.com/gexgo/gexgo/gex"
 	"github.com/gexgo/gexgo/internal/launch"
-	"github.com/gexgo/gexgo/internal/netns"
 	"github.com/gexgo/gexgo/internal/spmdtest"
 )
 
@@ -191,28 +190,5 @@ func runProcs(t *testing.T, n int, m mode, body func(e *env)) {
 	}, opts...)
 }
 
-// inNetns makes k hosts of network namespaces (skipping the test, with the
-// reason, where they cannot be made) and returns what starts the ranks on
-// them in blocks. In a rank it returns nil.
-func inNetns(t *testing.T, k int) func(*launch.Config) {
-	t.Helper()
-	if spmdtest.InRank() {
-		return nil
-	}
-	n, err := netns.Setup(k)
-	if errors.Is(err, netns.ErrUnavailable) {
-		t.Skipf("multi-host tests need network namespaces: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	dir := t.TempDir()
-	return func(c *launch.Config) {
-		c.SocketDir = dir
-		c.Wrap = func(r int) ([]string, []string) {
-			h := r * k / c.N
-			return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
-		}
-	}
-}
+// inNetns is spmdtest.Netns: k network-namespace hosts for the job.
+func inNetns(t *testing.T, k int) func(*launch.Config) { return spmdtest.Netns(t, k) }

@@ -3,7 +3,6 @@ package gex_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/gexgo/gexgo/gex"
 	"github.com/gexgo/gexgo/internal/launch"
-	"github.com/gexgo/gexgo/internal/netns"
 	"github.com/gexgo/gexgo/internal/spmdtest"
 )
 
@@ -184,33 +182,8 @@ func tcpAtomicsAndCollectives(e *rankEnv) {
 	}
 }
 
-// inNetns makes k hosts of network namespaces for the test (skipping it,
-// with the reason, where they cannot be made) and returns what starts the
-// job's ranks on them, in blocks, with the bootstrap on a path socket
-// (abstract sockets are per namespace). In a rank it returns nil: only the
-// parent launches.
-func inNetns(t *testing.T, k int) func(*launch.Config) {
-	t.Helper()
-	if inRank() {
-		return nil
-	}
-	n, err := netns.Setup(k)
-	if errors.Is(err, netns.ErrUnavailable) {
-		t.Skipf("multi-host tests need network namespaces: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	dir := t.TempDir()
-	return func(c *launch.Config) {
-		c.SocketDir = dir
-		c.Wrap = func(r int) ([]string, []string) {
-			h := r * k / c.N
-			return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS, "GEX_TCP_ADDR=" + n.Hosts[h].Addr}
-		}
-	}
-}
+// inNetns is spmdtest.Netns: k network-namespace hosts for the job.
+func inNetns(t *testing.T, k int) func(*launch.Config) { return spmdtest.Netns(t, k) }
 
 // TestNetns runs the tcp conduit tests across two hosts made of network
 // namespaces joined by veth links to a private bridge (internal/netns), two
