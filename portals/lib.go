@@ -79,6 +79,7 @@ type physNI struct {
 	posted  bool          // an event or counter changed since the last wake
 	waiters int           // goroutines blocked in a wait on this physical NI
 	wake    chan struct{} // closed to wake them
+	seq     atomic.Uint64 // wake-ups so far: spinning waits look at it without the lock
 	txHdr   [hdrLen]byte  // ack/reply header built by the receive path (under mu)
 	scratch []byte        // fetch results and iovec gathers of the receive path (under mu)
 	unknown uint64        // messages for a logical NI that is not initialized
