@@ -243,7 +243,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 		if pid == PIDAny {
 			npid = ptlnet.PIDAny
 		}
-		n, err := ptlnet.Open(ptlnet.Config{PID: npid}, p.handle)
+		n, err := ptlnet.Open(ptlnet.Config{PID: npid, Batch: &ptlnet.Batch{Begin: p.mu.Lock, Handle: p.handleLocked, End: p.unlockWake}}, p.handle)
 		if err != nil {
 			if errors.Is(err, ptlnet.ErrPIDInUse) {
 				return 0, Limits{}, errf(ErrPIDInUse, fn, err.Error())

@@ -89,6 +89,18 @@ type Config struct {
 	// ForceTCP: reach every other process over TCP, even on this node (tests and
 	// benchmarks of the TCP path; needs a secret or PTL_TCP_INSECURE).
 	ForceTCP bool
+	// Batch, when set, brackets each run of messages that the progress goroutine or a Poll
+	// takes from shared memory (and from oneself): Batch.Begin before the first message,
+	// Batch.Handle instead of the Handler for each, Batch.End after the last, all in one
+	// goroutine (Begin and End may bracket no message at all). TCP messages still go to the Handler one
+	// at a time. The engine takes its NI lock once per run rather than once per message.
+	Batch *Batch
+}
+
+// Batch is Config.Batch: Handle is a Handler (the same rules) called between Begin and End.
+type Batch struct {
+	Begin, End func()
+	Handle     Handler
 }
 
 var (
@@ -134,6 +146,8 @@ type Net struct {
 	id       PhysID
 	uid      uint32
 	h        Handler
+	hb       Handler // for shared-memory and self messages: h, or Batch.Handle
+	batch    *Batch
 	secret   []byte
 	insecure bool
 	anyUID   bool
@@ -192,7 +206,13 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: Open: nil handler", errBadConfig)
 	}
-	n := &Net{h: h, uid: uint32(os.Getuid()), bellFD: -1, done: make(chan struct{}), tcps: map[*tcpConn]struct{}{}}
+	if cfg.Batch != nil && (cfg.Batch.Begin == nil || cfg.Batch.End == nil || cfg.Batch.Handle == nil) {
+		return nil, fmt.Errorf("%w: Open: Batch needs Begin, End and Handle", errBadConfig)
+	}
+	n := &Net{h: h, hb: h, batch: cfg.Batch, uid: uint32(os.Getuid()), bellFD: -1, done: make(chan struct{}), tcps: map[*tcpConn]struct{}{}}
+	if cfg.Batch != nil {
+		n.hb = cfg.Batch.Handle
+	}
 	n.routes.Store(&map[PhysID]conn{})
 	n.rxConns.Store(&[]*shmConn{})
 	n.anyUID = envFlag(EnvAnyUID)
@@ -440,9 +460,15 @@ func (n *Net) progressLocked() int {
 		}
 	}
 	n.inHandler.Store(true)
+	if n.batch != nil {
+		n.batch.Begin()
+	}
 	k := n.self.drain(n)
 	for _, c := range conns {
 		k += c.drain(n, 256)
+	}
+	if n.batch != nil {
+		n.batch.End()
 	}
 	n.inHandler.Store(false)
 	return k
