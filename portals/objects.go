@@ -691,7 +691,7 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		s := p.seq.Load()
 		if spinning && spin&15 != 15 && (spin > 0 || peek != nil) {
 			if peek != nil && !peek() || peek == nil && s == seen {
-				if p.net.Poll() == 0 && spin > 4 {
+				if p.net.Poll() == 0 && spin&7 == 7 {
 					runtime.Gosched()
 				}
 				continue
