@@ -171,6 +171,11 @@ type Net struct {
 	// (self sends, Sends waiting for room): Close unmaps it only at zero.
 	bellUsers atomic.Int32
 	anyGone   atomic.Bool // some shmConn's peer is gone: reap
+	// polls counts Polls (an application waiting inline); while it moves the
+	// progress goroutine leaves the rings to the poller (progressLoop).
+	_     [64]byte
+	polls atomic.Uint64
+	_     [56]byte
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
 	rxMu    sync.Mutex
@@ -431,6 +436,7 @@ func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
 // progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.6); it
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
+	n.polls.Add(1)
 	if !n.rxMu.TryLock() {
 		return 0
 	}
@@ -525,7 +531,20 @@ func yield(i int) {
 func (n *Net) progressLoop() {
 	defer n.wg.Done()
 	last := time.Now()
+	var polls uint64
 	for i := 0; !n.closed.Load(); i++ {
+		if p := n.polls.Load(); p != polls {
+			// An application goroutine is polling inline (a Portals wait): it
+			// handles what arrives on its own core, so this goroutine gives its
+			// core away (to the peer process) instead of contending for the
+			// rings and the engine's lock; it stays awake (no doorbell rings).
+			polls, last = p, time.Time{}
+			if n.anyGone.Load() {
+				n.reapGone()
+			}
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
 		n.rxMu.Lock()
 		k := n.progressLocked()
 		n.rxMu.Unlock()
