@@ -437,6 +437,11 @@ func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
 	n.polls.Add(1)
+	if n.idle() {
+		// nothing arrived: no lock (the progress goroutine may be polling too)
+		n.flushPending()
+		return 0
+	}
 	if !n.rxMu.TryLock() {
 		return 0
 	}
@@ -451,20 +456,11 @@ func (n *Net) progressLocked() int {
 	if n.stopped {
 		return 0
 	}
-	conns := *n.rxConns.Load()
-	if n.self.empty() {
-		// Idle polls write nothing (inHandler's line is read by Sends).
-		idle := true
-		for _, c := range conns {
-			if c.rx != nil && !c.rx.Empty() {
-				idle = false
-				break
-			}
-		}
-		if idle {
-			return 0
-		}
+	// Idle polls write nothing (inHandler's line is read by Sends).
+	if n.idle() {
+		return 0
 	}
+	conns := *n.rxConns.Load()
 	n.inHandler.Store(true)
 	if n.batch != nil {
 		n.batch.Begin()
@@ -478,6 +474,20 @@ func (n *Net) progressLocked() int {
 	}
 	n.inHandler.Store(false)
 	return k
+}
+
+// idle reports whether nothing has arrived through shared memory or from oneself; it
+// only reads.
+func (n *Net) idle() bool {
+	if !n.self.empty() {
+		return false
+	}
+	for _, c := range *n.rxConns.Load() {
+		if c.rx != nil && !c.rx.Empty() {
+			return false
+		}
+	}
+	return true
 }
 
 // flushPending pushes queued sends whose path has room again.
