@@ -280,7 +280,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 // it are undefined afterwards (§3.6.3); here incoming traffic is dropped.
 func (ni *logicalNI) teardownLocked() {
 	ni.eqs.each(func(q *eqObj) { q.freed = true })
-	ni.cts.each(func(c *ctObj) { c.freed = true })
+	ni.cts.each(func(c *ctObj) { c.freed.Store(true) })
 	ni.p.posted = true
 }
 

@@ -461,13 +461,13 @@ type ctObj struct {
 	h     CTHandle
 	succ  atomicU64
 	fail  atomicU64
-	freed bool
+	freed atomic.Bool // written under the NI lock; read without it by a spinning CTWait
 }
 
 // add updates the counter (§3.14: modulo 2^64). It is the one place counters change, so
 // triggered operations (part 2) hook in here. With p.mu held.
 func (c *ctObj) add(s, f uint64) {
-	if c == nil || c.freed {
+	if c == nil || c.freed.Load() {
 		return
 	}
 	if s != 0 {
@@ -512,7 +512,7 @@ func (h CTHandle) Free() error {
 		return err
 	}
 	defer p.mu.Unlock()
-	c.freed = true
+	c.freed.Store(true)
 	c.ni.cts.release(Handle(h).slot())
 	p.wakeLocked()
 	return nil
@@ -606,14 +606,22 @@ func CTPoll(cts []CTHandle, tests []uint64, timeout time.Duration) (CTEvent, int
 // ctWaitFor is CTPoll once cts[0] (c0, of p) is known to be live.
 func ctWaitFor(p *physNI, c0 *ctObj, cts []CTHandle, tests []uint64, timeout time.Duration) (CTEvent, int, error) {
 	const fn = "PtlCTPoll"
-	var peek func() bool
-	if len(cts) == 1 {
-		// One CT: the spin reads its counter without the lock (a freed CT's counter
-		// only stops changing; the locked try that follows reports the free).
-		peek = func() bool { return c0.succ.Load() >= tests[0] || c0.fail.Load() != 0 }
-	}
 	var v CTEvent
 	which := -1
+	var peek func() bool
+	if len(cts) == 1 {
+		// One CT: the spin reads its counter and freed flag, atomics, without the lock,
+		// and the wait ends at the first look that sees the counter reached (a CT freed
+		// meanwhile was still live at that look, or the locked try reports it).
+		peek = func() bool {
+			s, f := c0.succ.Load(), c0.fail.Load()
+			if (s >= tests[0] || f != 0) && !c0.freed.Load() {
+				v, which = CTEvent{s, f}, 0
+				return true
+			}
+			return false
+		}
+	}
 	err := p.waitFor(timeout, peek, func() (bool, error) {
 		for i, h := range cts {
 			hh := Handle(h)
@@ -671,8 +679,8 @@ const spinTime = 50 * time.Microsecond
 // waitFor runs try (with p.mu held) until it reports done, polling the transport inline
 // (inline progress) for up to spinTime and then blocking until an event or counter changes
 // or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
-// While it spins, try runs again only when peek (if not nil; it runs without the lock)
-// reports done, or else when a wake-up happened since try last ran (every change that can
+// While it spins, peek (if not nil; it runs without the lock) may end the wait at once;
+// try runs again only when a wake-up happened since it last ran (every change that can
 // complete a wait wakes, as for a blocked waiter), and every 16th poll: so the NI lock stays
 // with the NIC, which needs it for each message. With a peer reached over TCP it does not
 // spin: those messages come on goroutines woken by the Go netpoller, which spinning
@@ -690,7 +698,10 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 	for spin := 0; ; spin++ {
 		s := p.seq.Load()
 		if spinning && spin&15 != 15 && (spin > 0 || peek != nil) {
-			if peek != nil && !peek() || peek == nil && s == seen {
+			if peek != nil && peek() {
+				return nil
+			}
+			if peek != nil || s == seen {
 				if p.net.Poll() == 0 && spin&7 == 7 {
 					runtime.Gosched()
 				}
