@@ -437,11 +437,6 @@ func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
 	n.polls.Add(1)
-	if n.idle() {
-		// nothing arrived: no lock (the progress goroutine may be polling too)
-		n.flushPending()
-		return 0
-	}
 	if !n.rxMu.TryLock() {
 		return 0
 	}
@@ -477,7 +472,8 @@ func (n *Net) progressLocked() int {
 }
 
 // idle reports whether nothing has arrived through shared memory or from oneself; it
-// only reads.
+// only reads. rxMu held (reapGone unmaps a retired ring under it), or from the progress
+// goroutine.
 func (n *Net) idle() bool {
 	if !n.self.empty() {
 		return false
