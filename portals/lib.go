@@ -79,6 +79,7 @@ type physNI struct {
 	posted  bool          // an event or counter changed since the last wake
 	waiters int           // goroutines blocked in a wait on this physical NI
 	wake    chan struct{} // closed to wake them
+	seq     atomic.Uint64 // wake-ups so far: spinning waits look at it without the lock
 	txHdr   [hdrLen]byte  // ack/reply header built by the receive path (under mu)
 	scratch []byte        // fetch results and iovec gathers of the receive path (under mu)
 	unknown uint64        // messages for a logical NI that is not initialized
@@ -242,7 +243,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 		if pid == PIDAny {
 			npid = ptlnet.PIDAny
 		}
-		n, err := ptlnet.Open(ptlnet.Config{PID: npid}, p.handle)
+		n, err := ptlnet.Open(ptlnet.Config{PID: npid, Batch: &ptlnet.Batch{Begin: p.mu.Lock, Handle: p.handleLocked, End: p.unlockWake}}, p.handle)
 		if err != nil {
 			if errors.Is(err, ptlnet.ErrPIDInUse) {
 				return 0, Limits{}, errf(ErrPIDInUse, fn, err.Error())
@@ -279,7 +280,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 // it are undefined afterwards (§3.6.3); here incoming traffic is dropped.
 func (ni *logicalNI) teardownLocked() {
 	ni.eqs.each(func(q *eqObj) { q.freed = true })
-	ni.cts.each(func(c *ctObj) { c.freed = true })
+	ni.cts.each(func(c *ctObj) { c.freed.Store(true) })
 	ni.p.posted = true
 }
 

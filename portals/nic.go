@@ -4,8 +4,9 @@ import "github.com/gexgo/gexgo/internal/ptlnet"
 
 // This file is the software NIC: the target side of every operation and the initiator side
 // of acks and replies (Portals 4.3 §2.5, §4.2.2). It runs in the transport's progress
-// goroutine (handle), in Poll calls made by waits, and inline for messages to oneself, always
-// with the physical NI's lock held, so a target that never calls Portals again after setting
+// goroutine (handleLocked, for runs of shared-memory messages; handle, for TCP ones), in Poll
+// calls made by waits, and inline for messages to oneself, always with the physical NI's
+// lock held, so a target that never calls Portals again after setting
 // up its entries still receives puts, serves gets and applies atomics.
 
 // handle is the ptlnet.Handler of the physical NI.
@@ -15,6 +16,14 @@ func (p *physNI) handle(src ptlnet.Peer, hdr, payload []byte) {
 		p.recvLocked(src, hdr, payload)
 	}
 	p.unlockWake()
+}
+
+// handleLocked is the ptlnet.Batch handler: shared-memory messages come in runs, the NI lock
+// taken once per run (Batch.Begin, Batch.End) rather than once per message.
+func (p *physNI) handleLocked(src ptlnet.Peer, hdr, payload []byte) {
+	if !p.closed {
+		p.recvLocked(src, hdr, payload)
+	}
 }
 
 // recvLocked processes one message. Nothing in hdr or payload is trusted before

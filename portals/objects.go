@@ -426,7 +426,7 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 	p.mu.Unlock()
 	which := -1
 	var derr error
-	err = p.waitFor(timeout, func() (bool, error) {
+	err = p.waitFor(timeout, nil, func() (bool, error) {
 		for i, h := range eqs {
 			hh := Handle(h)
 			ni := p.nis[hh.niIndex()]
@@ -461,13 +461,13 @@ type ctObj struct {
 	h     CTHandle
 	succ  atomicU64
 	fail  atomicU64
-	freed bool
+	freed atomic.Bool // written under the NI lock; read without it by a spinning CTWait
 }
 
 // add updates the counter (§3.14: modulo 2^64). It is the one place counters change, so
 // triggered operations (part 2) hook in here. With p.mu held.
 func (c *ctObj) add(s, f uint64) {
-	if c == nil || c.freed {
+	if c == nil || c.freed.Load() {
 		return
 	}
 	if s != 0 {
@@ -512,7 +512,7 @@ func (h CTHandle) Free() error {
 		return err
 	}
 	defer p.mu.Unlock()
-	c.freed = true
+	c.freed.Store(true)
 	c.ni.cts.release(Handle(h).slot())
 	p.wakeLocked()
 	return nil
@@ -581,7 +581,7 @@ func (h CTHandle) Wait(test uint64) (CTEvent, error) {
 	if v.Success >= test || v.Failure != 0 {
 		return v, nil
 	}
-	v, _, err = CTPoll([]CTHandle{h}, []uint64{test}, TimeForever)
+	v, _, err = ctWaitFor(p, c, []CTHandle{h}, []uint64{test}, TimeForever)
 	return v, err
 }
 
@@ -595,14 +595,34 @@ func CTPoll(cts []CTHandle, tests []uint64, timeout time.Duration) (CTEvent, int
 	if len(cts) == 0 || len(cts) != len(tests) {
 		return CTEvent{}, -1, errf(ErrArgInvalid, fn, "size is 0 or ct_handles and tests differ in length")
 	}
-	_, p, err := lockCT(cts[0], fn)
+	c0, p, err := lockCT(cts[0], fn)
 	if err != nil {
 		return CTEvent{}, -1, err
 	}
 	p.mu.Unlock()
+	return ctWaitFor(p, c0, cts, tests, timeout)
+}
+
+// ctWaitFor is CTPoll once cts[0] (c0, of p) is known to be live.
+func ctWaitFor(p *physNI, c0 *ctObj, cts []CTHandle, tests []uint64, timeout time.Duration) (CTEvent, int, error) {
+	const fn = "PtlCTPoll"
 	var v CTEvent
 	which := -1
-	err = p.waitFor(timeout, func() (bool, error) {
+	var peek func() bool
+	if len(cts) == 1 {
+		// One CT: the spin reads its counter and freed flag, atomics, without the lock,
+		// and the wait ends at the first look that sees the counter reached (a CT freed
+		// meanwhile was still live at that look, or the locked try reports it).
+		peek = func() bool {
+			s, f := c0.succ.Load(), c0.fail.Load()
+			if (s >= tests[0] || f != 0) && !c0.freed.Load() {
+				v, which = CTEvent{s, f}, 0
+				return true
+			}
+			return false
+		}
+	}
+	err := p.waitFor(timeout, peek, func() (bool, error) {
 		for i, h := range cts {
 			hh := Handle(h)
 			var c *ctObj
@@ -636,6 +656,7 @@ func CTPoll(cts []CTHandle, tests []uint64, timeout time.Duration) (CTEvent, int
 // wakeLocked wakes every goroutine blocked in waitFor; with p.mu held.
 func (p *physNI) wakeLocked() {
 	p.posted = false
+	p.seq.Add(1)
 	if p.waiters > 0 {
 		close(p.wake)
 		p.wake = make(chan struct{})
@@ -658,12 +679,36 @@ const spinTime = 50 * time.Microsecond
 // waitFor runs try (with p.mu held) until it reports done, polling the transport inline
 // (inline progress) for up to spinTime and then blocking until an event or counter changes
 // or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
-func (p *physNI) waitFor(timeout time.Duration, try func() (bool, error)) error {
+// While it spins, peek (if not nil; it runs without the lock) may end the wait at once;
+// try runs again only when a wake-up happened since it last ran (every change that can
+// complete a wait wakes, as for a blocked waiter), and every 16th poll: so the NI lock stays
+// with the NIC, which needs it for each message. With a peer reached over TCP it does not
+// spin: those messages come on goroutines woken by the Go netpoller, which spinning
+// goroutines keep from running (docs/portals.md).
+func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bool, error)) error {
 	var deadline, spinUntil time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
+	spinning := timeout != 0 && !p.net.UsesTCP()
+	if spinning {
+		spinUntil = time.Now().Add(spinTime)
+	}
+	var seen uint64 // p.seq when try last ran
 	for spin := 0; ; spin++ {
+		s := p.seq.Load()
+		if spinning && spin&15 != 15 && (spin > 0 || peek != nil) {
+			if peek != nil && peek() {
+				return nil
+			}
+			if peek != nil || s == seen {
+				if p.net.Poll() == 0 && spin&7 == 7 {
+					runtime.Gosched()
+				}
+				continue
+			}
+		}
+		seen = s
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -678,10 +723,7 @@ func (p *physNI) waitFor(timeout time.Duration, try func() (bool, error)) error 
 			p.mu.Unlock()
 			return nil
 		}
-		if spin == 0 {
-			spinUntil = time.Now().Add(spinTime)
-		}
-		if timeout == 0 || spin&15 != 15 || time.Now().Before(spinUntil) {
+		if timeout == 0 || spinning && (spin&15 != 15 || time.Now().Before(spinUntil)) {
 			p.mu.Unlock()
 			if p.net.Poll() == 0 && spin > 4 {
 				runtime.Gosched()

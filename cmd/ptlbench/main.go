@@ -35,7 +35,7 @@ var (
 	reps   = flag.Int("reps", 3, "repetitions of each measurement (the best is reported)")
 	useNS  = flag.Bool("netns", false, "run the 2 ranks on two network-namespace hosts (TCP between them; needs root)")
 	csvOut = flag.Bool("csv", false, "print rows bench,path,metric,value,unit")
-	cpuOut = flag.String("cpuprofile", "", "write rank 0's CPU profile of the message-rate measurements to this file")
+	cpuOut = flag.String("cpuprofile", "", "write rank 0's CPU profile of the message-rate measurements to this file (rank 1's, the target's, to this file + \".target\")")
 )
 
 func main() {
@@ -246,8 +246,12 @@ func rank() error {
 		if err := barrier(); err != nil {
 			return err
 		}
-		if me == 0 && *cpuOut != "" {
-			f, err := os.Create(*cpuOut)
+		if *cpuOut != "" {
+			name := *cpuOut
+			if me != 0 {
+				name += ".target" // the passive target's NIC: puts received, acks sent
+			}
+			f, err := os.Create(name)
 			if err != nil {
 				return err
 			}

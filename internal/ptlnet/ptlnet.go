@@ -89,6 +89,18 @@ type Config struct {
 	// ForceTCP: reach every other process over TCP, even on this node (tests and
 	// benchmarks of the TCP path; needs a secret or PTL_TCP_INSECURE).
 	ForceTCP bool
+	// Batch, when set, brackets each run of messages that the progress goroutine or a Poll
+	// takes from shared memory (and from oneself): Batch.Begin before the first message,
+	// Batch.Handle instead of the Handler for each, Batch.End after the last, all in one
+	// goroutine (Begin and End may bracket no message at all). TCP messages still go to the Handler one
+	// at a time. The engine takes its NI lock once per run rather than once per message.
+	Batch *Batch
+}
+
+// Batch is Config.Batch: Handle is a Handler (the same rules) called between Begin and End.
+type Batch struct {
+	Begin, End func()
+	Handle     Handler
 }
 
 var (
@@ -134,6 +146,8 @@ type Net struct {
 	id       PhysID
 	uid      uint32
 	h        Handler
+	hb       Handler // for shared-memory and self messages: h, or Batch.Handle
+	batch    *Batch
 	secret   []byte
 	insecure bool
 	anyUID   bool
@@ -157,6 +171,11 @@ type Net struct {
 	// (self sends, Sends waiting for room): Close unmaps it only at zero.
 	bellUsers atomic.Int32
 	anyGone   atomic.Bool // some shmConn's peer is gone: reap
+	// polls counts Polls (an application waiting inline); while it moves the
+	// progress goroutine leaves the rings to the poller (progressLoop).
+	_     [64]byte
+	polls atomic.Uint64
+	_     [56]byte
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
 	rxMu    sync.Mutex
@@ -192,7 +211,13 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: Open: nil handler", errBadConfig)
 	}
-	n := &Net{h: h, uid: uint32(os.Getuid()), bellFD: -1, done: make(chan struct{}), tcps: map[*tcpConn]struct{}{}}
+	if cfg.Batch != nil && (cfg.Batch.Begin == nil || cfg.Batch.End == nil || cfg.Batch.Handle == nil) {
+		return nil, fmt.Errorf("%w: Open: Batch needs Begin, End and Handle", errBadConfig)
+	}
+	n := &Net{h: h, hb: h, batch: cfg.Batch, uid: uint32(os.Getuid()), bellFD: -1, done: make(chan struct{}), tcps: map[*tcpConn]struct{}{}}
+	if cfg.Batch != nil {
+		n.hb = cfg.Batch.Handle
+	}
 	n.routes.Store(&map[PhysID]conn{})
 	n.rxConns.Store(&[]*shmConn{})
 	n.anyUID = envFlag(EnvAnyUID)
@@ -401,10 +426,17 @@ func (n *Net) Send(dst PhysID, hdr, payload []byte) error {
 	return nil
 }
 
+// UsesTCP reports whether this Net has ever had a TCP connection. Messages from those
+// peers arrive on goroutines woken by the Go netpoller, which a caller that spins (polling
+// and yielding) keeps from running: such a caller should block instead (the engine's waits,
+// docs/ptlnet.md).
+func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
+
 // Poll runs the Handler for messages already arrived, in the caller's goroutine (inline
 // progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.6); it
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
+	n.polls.Add(1)
 	if !n.rxMu.TryLock() {
 		return 0
 	}
@@ -419,27 +451,39 @@ func (n *Net) progressLocked() int {
 	if n.stopped {
 		return 0
 	}
-	conns := *n.rxConns.Load()
-	if n.self.empty() {
-		// Idle polls write nothing (inHandler's line is read by Sends).
-		idle := true
-		for _, c := range conns {
-			if c.rx != nil && !c.rx.Empty() {
-				idle = false
-				break
-			}
-		}
-		if idle {
-			return 0
-		}
+	// Idle polls write nothing (inHandler's line is read by Sends).
+	if n.idle() {
+		return 0
 	}
+	conns := *n.rxConns.Load()
 	n.inHandler.Store(true)
+	if n.batch != nil {
+		n.batch.Begin()
+	}
 	k := n.self.drain(n)
 	for _, c := range conns {
 		k += c.drain(n, 256)
 	}
+	if n.batch != nil {
+		n.batch.End()
+	}
 	n.inHandler.Store(false)
 	return k
+}
+
+// idle reports whether nothing has arrived through shared memory or from oneself; it
+// only reads. rxMu held (reapGone unmaps a retired ring under it), or from the progress
+// goroutine.
+func (n *Net) idle() bool {
+	if !n.self.empty() {
+		return false
+	}
+	for _, c := range *n.rxConns.Load() {
+		if c.rx != nil && !c.rx.Empty() {
+			return false
+		}
+	}
+	return true
 }
 
 // flushPending pushes queued sends whose path has room again.
@@ -472,15 +516,19 @@ func (n *Net) hasWork() bool {
 // it costs no futex wake-up on either side.
 const spinFor = 50 * time.Microsecond
 
-// yield gives the processor away while polling: to this process's other
-// goroutines, and every 8th time to other processes (sched_yield), so that a
-// peer process on a loaded machine gets a core to answer on.
+// yield gives the processor away while polling: every 8th time to other
+// processes (sched_yield), so that a peer process on a loaded machine gets a
+// core to answer on, and every 32nd time to this process's other goroutines.
+// The other polls go straight on: a runtime.Gosched on every poll cost more
+// than the polls (the global run queue's lock, and a futex wake-up of an idle
+// P's thread each time), and the runtime preempts a goroutine that runs long.
 func yield(i int) {
-	if i%8 == 7 {
+	switch i % 32 {
+	case 7, 15, 23, 31:
 		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		return
+	case 3:
+		runtime.Gosched()
 	}
-	runtime.Gosched()
 }
 
 // progressLoop is the Net's progress goroutine ("application bypass"): it
@@ -489,7 +537,20 @@ func yield(i int) {
 func (n *Net) progressLoop() {
 	defer n.wg.Done()
 	last := time.Now()
+	var polls uint64
 	for i := 0; !n.closed.Load(); i++ {
+		if p := n.polls.Load(); p != polls {
+			// An application goroutine is polling inline (a Portals wait): it
+			// handles what arrives on its own core, so this goroutine gives its
+			// core away (to the peer process) instead of contending for the
+			// rings and the engine's lock; it stays awake (no doorbell rings).
+			polls, last = p, time.Time{}
+			if n.anyGone.Load() {
+				n.reapGone()
+			}
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
 		n.rxMu.Lock()
 		k := n.progressLocked()
 		n.rxMu.Unlock()

@@ -49,7 +49,7 @@ func (q *selfQueue) drain(n *Net) int {
 		pl := int(binary.LittleEndian.Uint32(b[2:]))
 		b = b[selfRec:]
 		n.st.recv.Add(1)
-		n.h(src, b[:hl:hl], b[hl:hl+pl:hl+pl])
+		n.hb(src, b[:hl:hl], b[hl:hl+pl:hl+pl])
 		b = b[hl+pl:]
 	}
 	if cap(orig) <= 4<<20 {

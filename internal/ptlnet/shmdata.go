@@ -285,7 +285,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 			}
 			hl := copy(n.hdrBuf[:], f.hdr)
 			got++
-			n.h(c.peer, n.hdrBuf[:hl:hl], f.payload)
+			n.hb(c.peer, n.hdrBuf[:hl:hl], f.payload)
 			c.rx.Release()
 		case slotBulkFirst:
 			if c.asmOn {
@@ -297,7 +297,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 			if f.total == uint64(f.n) {
 				hl := copy(n.hdrBuf[:], f.hdr)
 				got++
-				n.h(c.peer, n.hdrBuf[:hl:hl], chunk)
+				n.hb(c.peer, n.hdrBuf[:hl:hl], chunk)
 			} else {
 				c.asmHL = copy(c.asmHdr[:], f.hdr)
 				c.asmTotal = int(f.total)
@@ -319,7 +319,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 				if c.asmOff == c.asmTotal {
 					c.asmOn = false
 					got++
-					n.h(c.peer, c.asmHdr[:c.asmHL:c.asmHL], c.asm[:c.asmTotal:c.asmTotal])
+					n.hb(c.peer, c.asmHdr[:c.asmHL:c.asmHL], c.asm[:c.asmTotal:c.asmTotal])
 					if cap(c.asm) > 64<<20 {
 						c.asm = nil
 					}
