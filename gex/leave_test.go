@@ -25,7 +25,7 @@ func TestRankLeavesEarly(t *testing.T) {
 	for _, where := range []string{"smp", "netns"} {
 		t.Run(where, func(t *testing.T) {
 			var out string
-			opts := []spmdtest.Option{spmdtest.Output(&out), spmdtest.Timeout(30 * time.Second)}
+			opts := []spmdtest.Option{spmdtest.Output(&out), spmdtest.Timeout(30 * time.Second), spmdtest.EndsEarly()}
 			if where == "netns" {
 				adjust := inNetns(t, 2)
 				if adjust != nil {

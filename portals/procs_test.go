@@ -2,7 +2,6 @@ package portals
 
 import (
 	"encoding/binary"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/gexgo/gexgo/gex"
 	"github.com/gexgo/gexgo/internal/boot"
-	"github.com/gexgo/gexgo/internal/launch"
-	"github.com/gexgo/gexgo/internal/netns"
 	"github.com/gexgo/gexgo/internal/spmdtest"
 )
 
@@ -25,7 +22,7 @@ func TestProcs(t *testing.T) {
 // per host: shared memory inside a host, TCP between them).
 func TestNetnsProcs(t *testing.T) {
 	var opts []spmdtest.Option
-	if adjust := portalsNetns(t, 2); adjust != nil {
+	if adjust := spmdtest.Netns(t, 2); adjust != nil {
 		opts = append(opts, spmdtest.Launch(adjust))
 	}
 	spmdtest.Run(t, 4, procSuite, append(opts, spmdtest.Timeout(180*time.Second))...)
@@ -50,29 +47,6 @@ func TestJobMap(t *testing.T) {
 			t.Fatalf("rank %d, map %v, me %v", r, m, me)
 		}
 	})
-}
-
-func portalsNetns(t *testing.T, k int) func(*launch.Config) {
-	t.Helper()
-	if spmdtest.InRank() {
-		return nil
-	}
-	n, err := netns.Setup(k)
-	if errors.Is(err, netns.ErrUnavailable) {
-		t.Skipf("multi-host tests need network namespaces: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	dir := t.TempDir()
-	return func(c *launch.Config) {
-		c.SocketDir = dir
-		c.Wrap = func(r int) ([]string, []string) {
-			h := r * k / c.N
-			return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS}
-		}
-	}
 }
 
 // procSuite is the body of every rank: for each of the four NI kinds, the last rank sets up

@@ -2,7 +2,6 @@ package ptlnet
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/gexgo/gexgo/internal/boot"
-	"github.com/gexgo/gexgo/internal/launch"
-	"github.com/gexgo/gexgo/internal/netns"
 	"github.com/gexgo/gexgo/internal/spmdtest"
 )
 
@@ -250,7 +247,7 @@ func TestFloodProcesses(t *testing.T) {
 // memory inside a host, TCP authenticated with the job secret between them.
 func TestFloodNetns(t *testing.T) {
 	var opts []spmdtest.Option
-	if adjust := inNetns(t, 2); adjust != nil {
+	if adjust := spmdtest.Netns(t, 2); adjust != nil {
 		opts = append(opts, spmdtest.Launch(adjust))
 	}
 	spmdtest.Run(t, 4, func(t *testing.T) {
@@ -259,33 +256,6 @@ func TestFloodNetns(t *testing.T) {
 			t.Errorf("stats %+v: want connections over both shared memory and TCP", st)
 		}
 	}, append(opts, spmdtest.Timeout(180*time.Second))...)
-}
-
-// inNetns makes k hosts of network namespaces (skipping the test, with the
-// reason, where they cannot be made) and returns what starts the job's ranks
-// on them in blocks, with the bootstrap on a path socket. In a rank it
-// returns nil: only the parent launches.
-func inNetns(t *testing.T, k int) func(*launch.Config) {
-	t.Helper()
-	if spmdtest.InRank() {
-		return nil
-	}
-	n, err := netns.Setup(k)
-	if errors.Is(err, netns.ErrUnavailable) {
-		t.Skipf("multi-host tests need network namespaces: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	dir := t.TempDir()
-	return func(c *launch.Config) {
-		c.SocketDir = dir
-		c.Wrap = func(r int) ([]string, []string) {
-			h := r * k / c.N
-			return n.Exec(h), []string{"GEX_HOST=" + n.Hosts[h].NS}
-		}
-	}
 }
 
 // TestFloodInProcess runs the flood between Nets of one process (goroutines

@@ -72,6 +72,7 @@ type options struct {
 	code         int
 	output       *string
 	launch       []func(*launch.Config)
+	endsEarly    bool
 }
 
 // Option changes how Run starts and judges a job.
@@ -97,6 +98,13 @@ func PretendHosts(k int) Option {
 // rank ran the body.
 func ExpectExit(code int) Option {
 	return func(o *options) { o.code = code }
+}
+
+// EndsEarly says the job is meant to end before every rank has finished the
+// body (a test of a rank leaving the job, whose exit code may still be 0):
+// the parent then checks only that every rank started it.
+func EndsEarly() Option {
+	return func(o *options) { o.endsEarly = true }
 }
 
 // Output stores the job's combined output (ranks' lines labelled "[R] ",
@@ -156,6 +164,13 @@ func Run(t *testing.T, n int, body func(t *testing.T), opts ...Option) {
 			}
 		}
 		body(t)
+		if dir := os.Getenv(EnvMark); dir != "" && !t.Failed() {
+			// The parent checks every rank got here: a job that ends early
+			// (a rank leaving it ends the others) must not pass unseen.
+			if err := os.WriteFile(filepath.Join(dir, "done-"+os.Getenv(boot.EnvRank)), nil, 0o600); err != nil {
+				t.Fatalf("spmdtest: marking the end of the body: %v", err)
+			}
+		}
 		return
 	}
 
@@ -223,6 +238,10 @@ func Run(t *testing.T, n int, body func(t *testing.T), opts ...Option) {
 			if _, err := os.Stat(filepath.Join(mark, strconv.Itoa(r))); err != nil {
 				t.Fatalf("spmdtest: rank %d never ran the body of %s (did -test.run=%s select it?); output of the job:\n%s",
 					r, t.Name(), RunPattern(t.Name()), output)
+			}
+			if _, err := os.Stat(filepath.Join(mark, "done-"+strconv.Itoa(r))); err != nil && !o.endsEarly {
+				t.Fatalf("spmdtest: rank %d did not finish the body of %s although the job exited with code 0 (ended early by another rank?); output of the job:\n%s",
+					r, t.Name(), output)
 			}
 		}
 	}

@@ -210,3 +210,39 @@ func TestFailingBodyFailsTheTest(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperBodyCutShort: rank 1 ends its process with status 0 in the middle
+// of the body, without finishing it; rank 0 waits. The launcher ends the job
+// with rank 1's status 0 (a rank leaving the job), so only the end-of-body
+// marks can tell that the body did not run to its end.
+func TestHelperBodyCutShort(t *testing.T) {
+	if os.Getenv(helperEnv) != "cut" {
+		t.Skip("helper")
+	}
+	spmdtest.Run(t, 2, func(t *testing.T) {
+		b, err := boot.FromEnv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.AllGather([]byte{1}); err != nil { // both ranks joined
+			t.Fatal(err)
+		}
+		if os.Getenv(boot.EnvRank) == "1" {
+			os.Exit(0)
+		}
+		time.Sleep(20 * time.Second) // ended by the launcher long before
+	})
+}
+
+func TestBodyCutShortFailsTheTest(t *testing.T) {
+	if spmdtest.InRank() {
+		return
+	}
+	err, out := helper(t, "TestHelperBodyCutShort", "cut")
+	if err == nil {
+		t.Fatal("a job whose rank 0 never finished the body passed")
+	}
+	if want := "spmdtest: rank 0 did not finish the body of TestHelperBodyCutShort"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q", want)
+	}
+}
