@@ -28,6 +28,7 @@ var examples = []struct {
 	{"dht", []string{"-keys", "2000"}, "absent keys reported absent"},
 	{"histogram", []string{"-values", "20000", "-bins", "256"}, "every bin matches the serial count"},
 	{"amping", []string{"-laps", "2", "-iters", "200", "-flood", "2000"}, "AM Short round trip"},
+	{"portalsring", nil, `rank 0 got "hello from rank`},
 }
 
 func TestExamples(t *testing.T) {
@@ -65,5 +66,9 @@ func runExample(t *testing.T, exe string, args []string, ok string, n int, condu
 	code, err := launch.Run(context.Background(), cfg)
 	if code != 0 || !strings.Contains(out.String(), ok) {
 		t.Fatalf("%d ranks over %s: exit code %d (%v)\nstdout:\n%s\nstderr:\n%s", n, conduit, code, err, out.String(), errOut.String())
+	}
+	// An example ends normally: no rank is reported as leaving the job.
+	if strings.Contains(errOut.String(), "without calling Close") {
+		t.Fatalf("%d ranks over %s: a rank was reported leaving the job early:\n%s", n, conduit, errOut.String())
 	}
 }

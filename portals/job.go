@@ -8,11 +8,23 @@ import (
 	"github.com/gexgo/gexgo/internal/boot"
 )
 
-// jobBoot is this process's bootstrap once JobMap has opened it; it stays open for the life
-// of the process (the launcher counts a closed bootstrap connection as a finished rank).
+// jobBoot is this process's bootstrap once JobMap has opened it. It stays open until the
+// final Fini closes it: closing tells the launcher that this rank ended normally
+// (FINALIZE), so that its process ending while other ranks still run is not taken for a
+// rank leaving the job early (docs/core.md, "Ending a job").
 var jobBoot struct {
 	sync.Mutex
 	b boot.Bootstrap
+}
+
+// closeJobBoot closes the bootstrap JobMap opened, if any (the final Fini).
+func closeJobBoot() {
+	jobBoot.Lock()
+	defer jobBoot.Unlock()
+	if jobBoot.b != nil {
+		jobBoot.b.Close()
+		jobBoot.b = nil
+	}
 }
 
 // JobMap returns the job's rank → physical ID map for PtlSetMap (Portals 4.3 §4.1: the

@@ -53,6 +53,7 @@ func Fini() {
 			lib.phys[i].Store(nil)
 		}
 	}
+	closeJobBoot()
 }
 
 func initialized() bool { return lib.refs.Load() > 0 }
