@@ -86,8 +86,8 @@ type physNI struct {
 	// which is sent before any other message and at the run's end (nic.go; under mu).
 	batching bool
 	ctAcks   ctAckRun
-	scratch []byte        // fetch results and iovec gathers of the receive path (under mu)
-	unknown uint64        // messages for a logical NI that is not initialized
+	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
+	unknown  uint64 // messages for a logical NI that is not initialized
 }
 
 func (p *physNI) close() {
