@@ -30,6 +30,9 @@ func wireSeeds() [][2][]byte {
 	rep := make(wireHdr, hdrLen)
 	rep.response(opReply, g, PriorityList, NIOK, 0, 4)
 	out = append(out, [2][]byte{rep, make([]byte, 4)})
+	c := make(wireHdr, hdrLen)
+	c.ctAcks(1, MDHandle(mkHandle(kindMD, 0, 1, 1, 0)), 5, 2, 40)
+	out = append(out, [2][]byte{c, nil})
 	return out
 }
 
@@ -291,6 +294,20 @@ func TestHostileMessages(t *testing.T) {
 		le.PutUint64(h[32:], 1<<40)
 		return h, make([]byte, 8)
 	})
+	// counting acks: counts out of bounds, none, a payload, a stray field
+	ctAcks := func(okN, failN uint64) func(h wireHdr) ([]byte, []byte) {
+		return func(h wireHdr) ([]byte, []byte) {
+			h.ctAcks(byte(niIndex(e.kind.opts)), 0, okN, failN, 8*okN)
+			return h, nil
+		}
+	}
+	bad(ctAcks(maxCTAcks+1, 0))
+	bad(ctAcks(0, 1<<63))
+	bad(ctAcks(0, 0))
+	bad(func(h wireHdr) ([]byte, []byte) { h, _ = ctAcks(1, 0)(h); return h, make([]byte, 1) })
+	bad(func(h wireHdr) ([]byte, []byte) { h, _ = ctAcks(1, 0)(h); h[6] = 1; return h, nil })
+	// well-formed counting acks (3 + 2) for an MD that does not exist: 5 drops
+	bad(ctAcks(3, 2))
 	// a well-formed put to an unallocated PT: dropped and counted
 	bad(func(h wireHdr) ([]byte, []byte) { le.PutUint32(h[8:], 200); return h, make([]byte, 8) })
 	// then a good one
@@ -299,10 +316,10 @@ func TestHostileMessages(t *testing.T) {
 	if string(buf[:8]) != "abcdefgh" || ev.MLength != 8 {
 		t.Fatalf("%q %+v", buf, ev)
 	}
-	if v := must(e.ni[0].Status(SRMalformed)); v != 6 { // all six name this NI (byte 2)
+	if v := must(e.ni[0].Status(SRMalformed)); v != 11 { // all eleven name this NI (byte 2)
 		t.Fatalf("malformed %d", v)
 	}
-	if v := must(e.ni[0].Status(SRDropCount)); v != 1 {
+	if v := must(e.ni[0].Status(SRDropCount)); v != 1+5 {
 		t.Fatalf("drops %d", v)
 	}
 }

@@ -82,8 +82,13 @@ type physNI struct {
 	wake    chan struct{} // closed to wake them
 	seq     atomic.Uint64 // wake-ups so far: spinning waits look at it without the lock
 	txHdr   [hdrLen]byte  // ack/reply header built by the receive path (under mu)
-	scratch []byte        // fetch results and iovec gathers of the receive path (under mu)
-	unknown uint64        // messages for a logical NI that is not initialized
+	ackHdr  [hdrLen]byte  // header of the coalesced counting acks (under mu)
+	// batching: a Batch run is in progress, so counting acks are coalesced into ctAcks,
+	// which is sent before any other message and at the run's end (nic.go; under mu).
+	batching bool
+	ctAcks   ctAckRun
+	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
+	unknown  uint64 // messages for a logical NI that is not initialized
 }
 
 func (p *physNI) close() {
@@ -244,7 +249,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 		if pid == PIDAny {
 			npid = ptlnet.PIDAny
 		}
-		n, err := ptlnet.Open(ptlnet.Config{PID: npid, Batch: &ptlnet.Batch{Begin: p.mu.Lock, Handle: p.handleLocked, End: p.unlockWake}}, p.handle)
+		n, err := ptlnet.Open(ptlnet.Config{PID: npid, Batch: &ptlnet.Batch{Begin: p.batchBegin, Handle: p.handleLocked, End: p.batchEnd}}, p.handle)
 		if err != nil {
 			if errors.Is(err, ptlnet.ErrPIDInUse) {
 				return 0, Limits{}, errf(ErrPIDInUse, fn, err.Error())

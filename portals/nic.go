@@ -46,6 +46,8 @@ func (p *physNI) recvLocked(src ptlnet.Peer, hdr, payload []byte) {
 	switch h.op() {
 	case opAck:
 		ni.recvAck(h)
+	case opCTAcks:
+		ni.recvCTAcks(h)
 	case opReply:
 		ni.recvReply(h, payload)
 	default:
@@ -53,13 +55,90 @@ func (p *physNI) recvLocked(src ptlnet.Peer, hdr, payload []byte) {
 	}
 }
 
-// emit sends a message from the NIC; to oneself it is processed inline.
+// emit sends a message from the NIC; to oneself it is processed inline. Coalesced counting
+// acks not yet sent go first, so every peer sees the NIC's messages in the order made.
 func (p *physNI) emit(dst ptlnet.PhysID, hdr, payload []byte) {
+	if p.ctAcks.n() != 0 {
+		p.flushCTAcks()
+	}
 	if dst == p.self {
 		p.recvLocked(ptlnet.Peer{ID: p.self, UID: uint32(p.uid)}, hdr, payload)
 		return
 	}
 	p.net.Send(dst, hdr, payload) // a lost peer has no one left to tell
+}
+
+// Counting acks (PTL_CT_ACK_REQ) only add to the initiator MD's counting event (§3.15.1:
+// no full event, a success adds 1, or the manipulated length with PTL_MD_EVENT_CT_BYTES; a
+// failure adds 1 to failure). Within a Batch run the NIC therefore sends consecutive ones
+// to the same MD as one opCTAcks message carrying the successes, their bytes and the
+// failures: a counter may rise by several at once, as it may whenever acks arrive together,
+// and nothing else the initiator observes changes. The run is sent before any other
+// message of the NIC (emit) and at the end of the run (batchEnd), so acks, full acks and
+// replies to a peer keep their order. Outside a run (TCP messages, oneself) acks go singly.
+type ctAckRun struct {
+	dst             ptlnet.PhysID
+	ni              byte
+	md              MDHandle
+	ok, fail, bytes uint64
+}
+
+func (r *ctAckRun) n() uint64 { return r.ok + r.fail }
+
+// batchBegin and batchEnd are the ptlnet.Batch bracket: the NI lock for the whole run, and
+// the coalesced counting acks sent before it is released.
+func (p *physNI) batchBegin() {
+	p.mu.Lock()
+	p.batching = true
+}
+
+func (p *physNI) batchEnd() {
+	p.batching = false
+	if p.ctAcks.n() != 0 {
+		p.flushCTAcks()
+	}
+	p.unlockWake()
+}
+
+// queueCTAck adds the counting ack of request h (result fail, manipulated length ml) to the
+// run, sending the run first if it is for another peer, NI or MD.
+func (p *physNI) queueCTAck(dst ptlnet.PhysID, h wireHdr, fail NIFail, ml uint64) {
+	r := &p.ctAcks
+	if r.n() != 0 && (r.dst != dst || r.ni != h[2] || r.md != h.md() || r.n() >= maxCTAcks) {
+		p.flushCTAcks()
+	}
+	r.dst, r.ni, r.md = dst, h[2], h.md()
+	if fail != NIOK {
+		r.fail++
+	} else {
+		r.ok++
+		r.bytes += ml
+	}
+}
+
+func (p *physNI) flushCTAcks() {
+	r := &p.ctAcks
+	h := wireHdr(p.ackHdr[:])
+	h.ctAcks(r.ni, r.md, r.ok, r.fail, r.bytes)
+	dst := r.dst
+	*r = ctAckRun{}
+	p.net.Send(dst, h, nil) // a lost peer has no one left to tell
+}
+
+// recvCTAcks completes the counting acks of an opCTAcks message, as recvAck would one by one.
+func (ni *logicalNI) recvCTAcks(h wireHdr) {
+	ok, fail, bytes := h.ackCounts()
+	m := ni.mdFor(h.md())
+	if m == nil {
+		ni.sr[SRDropCount].Add(int64(ok + fail))
+		return
+	}
+	if m.opts&MDEventCTAck != 0 {
+		if m.opts&MDEventCTBytes == 0 {
+			bytes = ok
+		}
+		m.ct.add(bytes, fail)
+	}
 }
 
 // recvAck completes an ack at the initiator (§3.13.1 PTL_EVENT_ACK, §3.15.1). Acks bypass
@@ -119,6 +198,13 @@ func (ni *logicalNI) respond(src ptlnet.Peer, h wireHdr, fail NIFail, list List,
 			// §3.15.1: for PTL_OC_ACK_REQ a permission violation is not an operational
 			// failure: the operation completed at the target.
 			fail = NIOK
+		}
+		if h.ackReq() == CTAckReq && p.batching && src.ID != p.self {
+			if fail != NIOK {
+				ml = 0
+			}
+			p.queueCTAck(src.ID, h, fail, ml)
+			return
 		}
 		op, data = opAck, nil
 	}

@@ -27,6 +27,11 @@ import "encoding/binary"
 //	 64  8   local offset for the reply data in the MD
 //	 72  8   manipulated length (acks, replies)
 //
+// A counting-acks message (opCTAcks) stands for n consecutive PTL_CT_ACK_REQ acks from one
+// target to one MD (nic.go, ctAckRun): ack request PTL_CT_ACK_REQ, bytes 4-7 and 8-23 zero,
+// the successes at 24, the failures at 32, the MD handle at 40, the sum of the successes'
+// manipulated lengths at 72, everything else zero.
+//
 // Payloads: put and atomic carry the data; fetch carries the operand data; swap carries
 // the data followed by one operand item of the datatype; reply carries the manipulated data.
 type wireHdr []byte
@@ -45,6 +50,7 @@ const (
 	opSwap
 	opAck
 	opReply
+	opCTAcks
 	opEnd
 )
 
@@ -95,6 +101,24 @@ func (h wireHdr) response(op byte, r wireHdr, list List, fail NIFail, off, mleng
 	le.PutUint64(h[72:], mlength)
 }
 
+// maxCTAcks bounds the acks one opCTAcks message stands for (a Batch run is at most 256
+// messages; the bound keeps a hostile count from wrapping a sum).
+const maxCTAcks = 1 << 16
+
+// ctAcks fills a counting-acks header for logical NI ni and MD md.
+func (h wireHdr) ctAcks(ni byte, md MDHandle, ok, fail, bytes uint64) {
+	clear(h)
+	h[0], h[1], h[2], h[3] = wireMagic, opCTAcks, ni, byte(CTAckReq)
+	le.PutUint64(h[24:], ok)
+	le.PutUint64(h[32:], fail)
+	le.PutUint64(h[40:], uint64(md))
+	le.PutUint64(h[72:], bytes)
+}
+
+func (h wireHdr) ackCounts() (ok, fail, bytes uint64) {
+	return le.Uint64(h[24:]), le.Uint64(h[32:]), le.Uint64(h[72:])
+}
+
 // check validates a received header and the payload length against it: every field a
 // receiver uses is in range and the payload is exactly as long as the header says. It is the
 // only gate between the transport and the engine; nothing else trusts the bytes.
@@ -123,6 +147,11 @@ func (h wireHdr) check(payload []byte) bool {
 		return n == h.length()
 	case opAck:
 		return n == 0 && h.ackReq() >= AckReqFull && h.ackReq() <= OCAckReq && h[6] <= 1 && h[7] < byte(numNIFail)
+	case opCTAcks:
+		ok, fail, _ := h.ackCounts()
+		return n == 0 && h.ackReq() == CTAckReq && le.Uint32(h[4:]) == 0 && le.Uint64(h[8:]) == 0 &&
+			le.Uint64(h[16:]) == 0 && ok <= maxCTAcks && fail <= maxCTAcks && ok+fail > 0 &&
+			le.Uint64(h[48:]) == 0 && le.Uint64(h[56:]) == 0 && le.Uint64(h[64:]) == 0
 	case opReply:
 		return h[6] <= 1 && h[7] < byte(numNIFail) && n == h.mlength() && n <= h.length()
 	}
