@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,7 +129,10 @@ func flood(t *testing.T, me int, ids []PhysID, open func(Handler) *Net, ready fu
 			fail("kind %d", hdr[0])
 		}
 	}
-	n = open(handler)
+	opened := open(handler)
+	mu.Lock() // the Handler reads n under mu
+	n = opened
+	mu.Unlock()
 	ready()
 	// A watchdog: if the flood is not over well within the job's limit, say
 	// where everything stands (the job is killed without output otherwise).
@@ -202,9 +206,19 @@ func floodRank(t *testing.T) *Net {
 		}
 		return n
 	}
-	// Open first (the Handler only needs n once messages arrive).
-	var inner Handler
-	net0 := open(func(src Peer, hdr, payload []byte) { inner(src, hdr, payload) })
+	// Open first (the Handler only needs n once messages arrive). The inner
+	// Handler is published atomically: messages arrive only after the
+	// barrier in flood, but that order passes through other processes,
+	// where the race detector cannot see it.
+	var inner atomic.Pointer[Handler]
+	net0 := open(func(src Peer, hdr, payload []byte) {
+		h := inner.Load()
+		if h == nil {
+			t.Errorf("a message from %v arrived before this rank's Handler was in place", src.ID)
+			return
+		}
+		(*h)(src, hdr, payload)
+	})
 	var mine [8]byte
 	binary.LittleEndian.PutUint32(mine[0:], net0.ID().NID)
 	binary.LittleEndian.PutUint32(mine[4:], net0.ID().PID)
@@ -216,7 +230,7 @@ func floodRank(t *testing.T) *Net {
 	for r, b := range all {
 		ids[r] = PhysID{NID: binary.LittleEndian.Uint32(b[0:]), PID: binary.LittleEndian.Uint32(b[4:])}
 	}
-	flood(t, bs.Rank(), ids, func(h Handler) *Net { inner = h; return net0 }, func() {
+	flood(t, bs.Rank(), ids, func(h Handler) *Net { inner.Store(&h); return net0 }, func() {
 		if err := bs.Barrier(); err != nil {
 			t.Fatal(err)
 		}
