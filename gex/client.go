@@ -78,6 +78,9 @@ type Client struct {
 	// segViews is every job rank's segment as seen here, built once by
 	// SegmentAttach, for the RMA fast path (nil before).
 	segViews atomic.Pointer[[]segView]
+	// mapped is the same, compacted for the fast paths (rma_fast_unsafe.go):
+	// the first of c.size entries.
+	mapped atomic.Pointer[mapEntry]
 
 	done <-chan struct{} // in-process jobs: closed when the job ended
 
