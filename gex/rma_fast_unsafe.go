@@ -95,40 +95,44 @@ func disjoint(p unsafe.Pointer, b []byte) bool {
 // putAt copies src to the len(src) bytes at p (an 8-byte transfer is one
 // load and one store, no memmove call).
 func putAt(p unsafe.Pointer, src []byte) {
-	dst := unsafe.Slice((*byte)(p), len(src))
 	if len(src) == 8 {
-		binary.NativeEndian.PutUint64(dst, binary.NativeEndian.Uint64(src))
+		*(*[8]byte)(p) = [8]byte(src)
 		return
 	}
-	copyMapped(dst, src)
+	copyMapped(unsafe.Slice((*byte)(p), len(src)), src)
 }
 
 // getAt copies the len(dst) bytes at p to dst.
 func getAt(dst []byte, p unsafe.Pointer) {
-	src := unsafe.Slice((*byte)(p), len(dst))
 	if len(dst) == 8 {
-		binary.NativeEndian.PutUint64(dst, binary.NativeEndian.Uint64(src))
+		*(*[8]byte)(dst) = *(*[8]byte)(p)
 		return
 	}
-	copyMapped(dst, src)
+	copyMapped(dst, unsafe.Slice((*byte)(p), len(dst)))
 }
 
 // putValAt stores the low nbytes (1..8) of value at p in this machine's byte
-// order (gex_RMA_Value_t semantics).
+// order (gex_RMA_Value_t semantics): the power-of-two sizes are one store.
 func putValAt(p unsafe.Pointer, value uint64, nbytes int) {
-	if nbytes == 8 {
-		binary.NativeEndian.PutUint64(unsafe.Slice((*byte)(p), 8), value)
-		return
+	switch nbytes {
+	case 8:
+		binary.NativeEndian.PutUint64((*[8]byte)(p)[:], value)
+	case 4:
+		binary.NativeEndian.PutUint32((*[4]byte)(p)[:], uint32(value))
+	default:
+		var buf [8]byte
+		copy(unsafe.Slice((*byte)(p), nbytes), valBytes(&buf, value, nbytes))
 	}
-	var buf [8]byte
-	copy(unsafe.Slice((*byte)(p), nbytes), valBytes(&buf, value, nbytes))
 }
 
 // getValAt reads the nbytes (1..8) at p as an unsigned integer in this
 // machine's byte order.
 func getValAt(p unsafe.Pointer, nbytes int) uint64 {
-	if nbytes == 8 {
-		return binary.NativeEndian.Uint64(unsafe.Slice((*byte)(p), 8))
+	switch nbytes {
+	case 8:
+		return binary.NativeEndian.Uint64((*[8]byte)(p)[:])
+	case 4:
+		return uint64(binary.NativeEndian.Uint32((*[4]byte)(p)[:]))
 	}
 	var buf [8]byte
 	copy(valBytes(&buf, 0, nbytes), unsafe.Slice((*byte)(p), nbytes))
