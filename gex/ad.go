@@ -189,6 +189,9 @@ func (ad *AD[T]) fastOp(op OP, result *T, addr Addr) bool {
 func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	c, tm := ad.c, ad.tm
 	ad.fast.fill(c, tm.direct) // later calls may take the fast path
+	if c.slowHook != nil {
+		c.slowHook(name)
+	}
 	if c.mayBeRestricted() {
 		if err := c.checkRestricted(name); err != nil {
 			return EventInvalid, err

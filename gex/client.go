@@ -81,6 +81,9 @@ type Client struct {
 	// mapped is the same, compacted for the fast paths (rma_fast_unsafe.go):
 	// the first of c.size entries.
 	mapped atomic.Pointer[mapEntry]
+	// slowHook, if set (tests only, before the calls), is called with the
+	// name of every RMA and atomic call that takes the general path.
+	slowHook func(op string)
 
 	done <-chan struct{} // in-process jobs: closed when the job ended
 

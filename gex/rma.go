@@ -285,6 +285,9 @@ func (s *rmaSpec) checkLC() error {
 func (tm *TM) rma(s *rmaSpec) (Event, error) {
 	c := tm.c
 	tm.fast.fill(c, tm.direct) // later calls may take the fast path
+	if c.slowHook != nil {
+		c.slowHook(s.op)
+	}
 	if err := c.checkRestricted(s.op); err != nil {
 		return EventInvalid, c.report(err)
 	}
