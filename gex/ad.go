@@ -140,8 +140,10 @@ const adOpAllowed = FlagImmediate | FlagADMyRank | FlagADMyNbrhd | FlagADAcq | F
 func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	if flags == 0 && ad.fastOp(op, result, addr) {
 		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil && !ad.c.mayBeRestricted() {
-			if op == OPFAdd && ad.integer { // the commonest: one locked add, no call
-				*result = faddAt(p, op1)
+			if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
+				if old := faddAt(p, op1); op == OPFAdd {
+					*result = old
+				}
 			} else {
 				applyOther(p, result, op, op1, op2, ad.integer)
 			}
@@ -157,8 +159,10 @@ func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags 
 func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) error {
 	if flags == 0 && ad.fastOp(op, result, addr) {
 		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil && !ad.c.mayBeRestricted() {
-			if op == OPFAdd && ad.integer { // the commonest: one locked add, no call
-				*result = faddAt(p, op1)
+			if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
+				if old := faddAt(p, op1); op == OPFAdd {
+					*result = old
+				}
 			} else {
 				applyOther(p, result, op, op1, op2, ad.integer)
 			}

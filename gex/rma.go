@@ -144,10 +144,14 @@ var (
 // inlines into their callers, so that a put costs one call into gex): the
 // mapped fast path (rma_fast_unsafe.go), else the general path.
 func (tm *TM) put(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
-	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 && disjoint(p, src) &&
-		!tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
-		putAt(p, src)
-		return EventInvalid, nil
+	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 && disjoint(p, src) {
+		// The restricted-context check in an if of its own branches on
+		// the loads themselves (in the && chain the compiler builds a
+		// bool first).
+		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
+			putAt(p, src)
+			return EventInvalid, nil
+		}
 	}
 	ev, err := tm.rma(&rmaSpec{op: putOps[mode], put: true, mode: mode, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
 	if err == nil && mode == modeNB && lcKindOf(lc) == lcEvent {
@@ -176,9 +180,11 @@ func fastLC(mode rmaMode, lc *Event) bool {
 
 // get is the body of GetBlocking, GetNBI and GetNB, as put is of the puts.
 func (tm *TM) get(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
-	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 && disjoint(p, dst) && !tm.c.mayBeRestricted() {
-		getAt(dst, p)
-		return EventInvalid, nil
+	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 && disjoint(p, dst) {
+		if !tm.c.mayBeRestricted() {
+			getAt(dst, p)
+			return EventInvalid, nil
+		}
 	}
 	return tm.rma(&rmaSpec{op: getOps[mode], mode: mode, rank: rank, raddr: src, local: dst, flags: flags})
 }
@@ -194,8 +200,10 @@ func checkValSize(op string, nbytes int) error {
 // GetBlockingVal implements gex_RMA_GetBlockingVal: the nbytes (1..8) at src,
 // read as an unsigned integer in this machine's byte order.
 func (tm *TM) GetBlockingVal(rank Rank, src Addr, nbytes int, flags Flags) (uint64, error) {
-	if p := tm.mappedAt(rank, src, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 && !tm.c.mayBeRestricted() {
-		return getValAt(p, nbytes), nil
+	if p := tm.mappedAt(rank, src, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 {
+		if !tm.c.mayBeRestricted() {
+			return getValAt(p, nbytes), nil
+		}
 	}
 	if err := checkValSize("GetBlockingVal", nbytes); err != nil {
 		return 0, err
@@ -230,9 +238,11 @@ var putValOps = [...]string{modeBlocking: "PutBlockingVal", modeNBI: "PutNBIVal"
 // enough to inline into the GASNet-1 layer's value calls (package gasnet) -
 // one call deep there as here.
 func (tm *TM) putVal(mode rmaMode, rank Rank, dest Addr, value uint64, nbytes int, flags Flags, ev *Event) error {
-	if p := tm.mappedAt(rank, dest, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 && !tm.c.mayBeRestricted() {
-		putValAt(p, value, nbytes)
-		return nil
+	if p := tm.mappedAt(rank, dest, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 {
+		if !tm.c.mayBeRestricted() {
+			putValAt(p, value, nbytes)
+			return nil
+		}
 	}
 	op := putValOps[mode]
 	if err := checkValSize(op, nbytes); err != nil {

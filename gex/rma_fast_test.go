@@ -41,6 +41,8 @@ func BenchmarkMapped(b *testing.B) {
 	}{
 		{"ref/copy8", func() error { copy(dst[:n8], src[:n8]); return nil }},
 		{"ref/atomicAdd", func() error { word.Add(1); return nil }},
+		{"ref/call8", func() error { return call8(dst, src) }},
+		{"ref/callAdd", func() error { r64 = callAdd(&word); return nil }},
 		{"PutBlocking8", func() error { return tm.PutBlocking(0, a, src, 0) }},
 		{"GetBlocking8", func() error { return tm.GetBlocking(dst, 0, a, 0) }},
 		{"PutNBI8", func() error { return tm.PutNBI(0, a, src, nil, 0) }},
@@ -278,3 +280,15 @@ func TestRestrictedRMA(t *testing.T) {
 		e.Barrier()
 	})
 }
+
+//go:noinline
+func call8(dst, src []byte) error {
+	if len(dst) == 8 && len(src) == 8 {
+		*(*[8]byte)(dst) = *(*[8]byte)(src)
+		return nil
+	}
+	return nil
+}
+
+//go:noinline
+func callAdd(w *atomic.Uint64) uint64 { return w.Add(1) - 1 }
