@@ -139,15 +139,17 @@ const adOpAllowed = FlagImmediate | FlagADMyRank | FlagADMyNbrhd | FlagADAcq | F
 // segment is mapped here completes during the call (EventInvalid).
 func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	if flags == 0 && ad.fastOp(op, result, addr) {
-		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil && !ad.c.mayBeRestricted() {
-			if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
-				if old := faddAt(p, op1); op == OPFAdd {
-					*result = old
+		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.mayBeRestricted() {
+				if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
+					if old := faddAt(p, op1); op == OPFAdd {
+						*result = old
+					}
+				} else {
+					applyOther(p, result, op, op1, op2, ad.integer)
 				}
-			} else {
-				applyOther(p, result, op, op1, op2, ad.integer)
+				return EventInvalid, nil
 			}
-			return EventInvalid, nil
 		}
 	}
 	return ad.do("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
@@ -158,15 +160,17 @@ func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags 
 // ECRMW for everything else.
 func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) error {
 	if flags == 0 && ad.fastOp(op, result, addr) {
-		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil && !ad.c.mayBeRestricted() {
-			if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
-				if old := faddAt(p, op1); op == OPFAdd {
-					*result = old
+		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.mayBeRestricted() {
+				if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
+					if old := faddAt(p, op1); op == OPFAdd {
+						*result = old
+					}
+				} else {
+					applyOther(p, result, op, op1, op2, ad.integer)
 				}
-			} else {
-				applyOther(p, result, op, op1, op2, ad.integer)
+				return nil
 			}
-			return nil
 		}
 	}
 	_, err := ad.do("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
