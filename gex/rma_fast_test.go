@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,3 +295,40 @@ func call8(dst, src []byte) error {
 
 //go:noinline
 func callAdd(w *atomic.Uint64) uint64 { return w.Add(1) - 1 }
+
+// TestFastPathInlining: the fast paths are fast because the compiler
+// inlines their pieces (docs/rma.md, "Fast paths"); a helper that grows past
+// the inlining budget silently adds a call to every RMA or atomic. This
+// reads the compiler's decisions (go build -gcflags=-m=2) for the gex
+// package and for a program instantiating the atomic domains.
+func TestFastPathInlining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package twice with the compiler's inlining report")
+	}
+	report := func(pkgFlag string, args ...string) string {
+		out, err := exec.Command("go", append([]string{"build", "-o", os.DevNull, "-gcflags=" + pkgFlag + "-m=2"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go build %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	check := func(out string, names ...string) {
+		for _, name := range names {
+			if !regexp.MustCompile(`can inline ` + regexp.QuoteMeta(name) + ` with cost`).MatchString(out) {
+				why := regexp.MustCompile(`cannot inline ` + regexp.QuoteMeta(name) + `: .*`).FindString(out)
+				t.Errorf("%s is not inlined (%s): every fast-path call now pays a call for it", name, why)
+			}
+		}
+	}
+	check(report("", "."),
+		// The spec-shaped wrappers inline into the caller, as one call of
+		// the put/get body; Wait/Test on EventInvalid are a compare.
+		"(*TM).PutBlocking", "(*TM).PutNBI", "(*TM).PutNB", "(*TM).GetBlocking", "(*TM).GetNBI", "(*TM).GetNB",
+		"(*TM).PutBlockingVal", "(*TM).PutNBIVal", "(*TM).PutNBVal", "Event.Wait", "Event.Test",
+		// The pieces of the fast path inline into the bodies.
+		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "putAt", "getAt", "putValAt", "getValAt",
+		"(*Client).mayBeRestricted", "fastLC")
+	check(report("github.com/gexgo/gexgo/gex/testdata/inlinecheck=", "./testdata/inlinecheck"),
+		"gex.(*AD[uint64]).OpNB", "gex.(*AD[uint64]).OpNBI", "gex.(*AD[uint32]).OpNB", "gex.(*AD[uint32]).OpNBI",
+		"gex.(*AD[go.shape.uint64]).fastOp", "gex.faddAt[go.shape.uint64]", "gex.faddAt[go.shape.uint32]")
+}
