@@ -42,9 +42,7 @@ func newMapTable(views []segView) *mapEntry {
 // fastMap is a TM's or an AD's copy of the client's table (Client.mapped),
 // held in the object itself so that a fast-path call reaches the target's
 // entry in two dependent loads (object, entry) instead of five (object,
-// team, client, table, entry): an atomic's locked instruction waits for
-// that chain in every call, and a chain of L1 loads is most of what an
-// atomic costs beyond the CPU's own. It is nil until filled: at
+// team, client, table, entry). It is nil until filled: at
 // SegmentAttach for the primordial team, else by the first call that takes
 // the general path after the segments are known.
 type fastMap struct{ p atomic.Pointer[mapEntry] }
