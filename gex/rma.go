@@ -12,6 +12,8 @@ import (
 //       returns. The target sees a put's bytes through any later
 //       synchronisation from this rank (an AM, an atomic, a barrier), because
 //       those publish with release stores that order the copy before them.
+//       Its common case, every spec-shaped call with flags 0, is the fast
+//       path of rma_fast_unsafe.go; rma below is everything else.
 //   (b) otherwise: the reference protocol over AMs (rma_am.go), chunked to the
 //       AM limits, with every chunk's remote completion acknowledged.
 //

@@ -84,7 +84,8 @@ func (tm *TM) mappedAt(rank Rank, dest Addr, n int) unsafe.Pointer {
 // disjoint reports whether the n > 0 bytes at p and the slice b (len n) do
 // not overlap (GASNet-EX "Extended API", NOTE 5), in one compare: with
 // d = p - b, the ranges overlap iff -n < d < n, i.e. iff d+n-1 < 2n-1 in
-// unsigned arithmetic. n == 0 reports false (the general path handles it).
+// unsigned arithmetic. For n == 0 it reports false unless p is b's own
+// address (then a copy of nothing follows, as the general path would do).
 func disjoint(p unsafe.Pointer, b []byte) bool {
 	n := uintptr(len(b))
 	return uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(b)))+n-1 >= 2*n-1
