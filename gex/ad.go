@@ -49,6 +49,8 @@ type AD[T ADType] struct {
 	ops     OP
 	flags   Flags
 	integer bool
+	size    Rank    // tm's size
+	fast    fastMap // the fast path's segment table (rma_fast_unsafe.go)
 	cdata   cdata
 	dead    bool
 }
@@ -94,7 +96,9 @@ func ADCreate[T ADType](tm *TM, dt DT, ops OP, flags Flags) (*AD[T], error) {
 		return nil, err
 	}
 	tm.ads.Add(1)
-	return &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger()}, nil
+	ad := &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger(), size: tm.size}
+	ad.fast.fill(c, tm.direct)
+	return ad, nil
 }
 
 // Destroy implements gex_AD_Destroy. Every operation on the domain must have
@@ -134,8 +138,19 @@ const adOpAllowed = FlagImmediate | FlagADMyRank | FlagADMyNbrhd | FlagADAcq | F
 // which must be non-nil, by the time the event completes. A target whose
 // segment is mapped here completes during the call (EventInvalid).
 func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
-	if flags == 0 && ad.fast(result, rank, addr, op, op1, op2) {
-		return EventInvalid, nil
+	if flags == 0 && ad.fastOp(op, result, addr) {
+		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.mayBeRestricted() {
+				if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
+					if old := faddAt(p, op1); op == OPFAdd {
+						*result = old
+					}
+				} else {
+					applyOther(p, result, op, op1, op2, ad.integer)
+				}
+				return EventInvalid, nil
+			}
+		}
 	}
 	return ad.do("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
 }
@@ -144,39 +159,47 @@ func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags 
 // completion, checked with NBITest/NBIWait: ECPut for OPSet, ECGet for OPGet,
 // ECRMW for everything else.
 func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) error {
-	if flags == 0 && ad.fast(result, rank, addr, op, op1, op2) {
-		return nil
+	if flags == 0 && ad.fastOp(op, result, addr) {
+		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.mayBeRestricted() {
+				if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
+					if old := faddAt(p, op1); op == OPFAdd {
+						*result = old
+					}
+				} else {
+					applyOther(p, result, op, op1, op2, ad.integer)
+				}
+				return nil
+			}
+		}
 	}
 	_, err := ad.do("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
 	return err
 }
 
-// fast is the mapped path for the common case (no flags, primordial team, a
-// valid single opcode of the domain, an aligned in-segment target whose
-// segment is mapped here, caller not restricted). It reports whether it
-// performed the operation; if not, do handles the call, errors included.
-func (ad *AD[T]) fast(result *T, rank Rank, addr Addr, op OP, op1, op2 T) bool {
-	c := ad.c
-	views := c.segViews.Load()
-	if views == nil || !ad.tm.direct || int(rank) >= len(*views) || ad.dead ||
-		op&(op-1) != 0 || op&ad.ops == 0 || op&opResult != 0 && result == nil {
-		return false
-	}
-	v := &(*views)[rank]
-	size := uint64(unsafe.Sizeof(op1))
-	off := uint64(addr) - v.owner
-	if v.local == nil || off%size != 0 || off > v.size || size > v.size-off || c.mayBeRestricted() {
-		return false
-	}
-	old := atomicApply(v.local[off:off+size], op, op1, op2, ad.integer)
-	if op&opResult != 0 {
-		*result = old
-	}
-	return true
+// The mapped fast path of OpNB and OpNBI is written out in each (a shared
+// generic body would cost a second call: the compiler does not inline a
+// generic method of this size): it takes the common case - no flags, a
+// valid single opcode of a live domain, an aligned target in a segment
+// mapped here (mappedAt: a direct team, the range inside the segment), the
+// caller not in restricted context - and leaves every other call, errors
+// included, to do.
+
+// fastOp reports whether op is one opcode of the live domain's set, result
+// is non-nil if op fetches, and addr is aligned for T (checked on the
+// owner's address, as do does; segments are page-aligned in every process,
+// so the mapping is aligned too).
+func (ad *AD[T]) fastOp(op OP, result *T, addr Addr) bool {
+	return op&ad.ops != 0 && op&(op-1) == 0 && !ad.dead && (result != nil || op&opResult == 0) &&
+		uintptr(addr)%unsafe.Sizeof(*result) == 0
 }
 
 func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	c, tm := ad.c, ad.tm
+	ad.fast.fill(c, tm.direct) // later calls may take the fast path
+	if c.slowHook != nil {
+		c.slowHook(name)
+	}
 	if c.mayBeRestricted() {
 		if err := c.checkRestricted(name); err != nil {
 			return EventInvalid, err

@@ -76,8 +76,14 @@ type Client struct {
 	atomicScratch [8]byte // fetched value of the atomic being answered (request handlers run one at a time)
 
 	// segViews is every job rank's segment as seen here, built once by
-	// SegmentAttach, for the RMA fast path (nil before).
+	// SegmentAttach (nil before).
 	segViews atomic.Pointer[[]segView]
+	// mapped is the same, compacted for the fast paths (rma_fast_unsafe.go):
+	// the first of c.size entries.
+	mapped atomic.Pointer[mapEntry]
+	// slowHook, if set (tests only, before the calls), is called with the
+	// name of every RMA and atomic call that takes the general path.
+	slowHook func(op string)
 
 	done <-chan struct{} // in-process jobs: closed when the job ended
 

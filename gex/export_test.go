@@ -54,3 +54,8 @@ func VISDecodeRuns(list []byte, base, size uint64, total int, seg []byte) error 
 		}
 	})
 }
+
+// SetSlowPathHook makes c call f with the name of every RMA and atomic call
+// that takes the general path instead of the mapped fast path (nil: none).
+// Set it before the calls it is to see.
+func SetSlowPathHook(c *Client, f func(op string)) { c.slowHook = f }

@@ -58,6 +58,7 @@ type TM struct {
 	// primordial team, TMPair(ep0, 0)), so the RMA and atomic fast paths,
 	// which know the primordial segments by job rank, apply.
 	direct bool
+	fast   fastMap // the RMA fast path's segment table (rma_fast_unsafe.go)
 	flags  Flags
 	// members maps team rank to job rank; nil means the identity (primordial
 	// team and TM-pairs).

@@ -80,9 +80,11 @@ func (s *gset) has(g uintptr) bool {
 var hslHolders gset
 
 // mayBeRestricted reports cheaply whether the caller might be in restricted
-// context (false means certainly not).
+// context (false means certainly not): five loads and one branch, the whole
+// restricted-context check of the RMA and atomic fast paths.
 func (c *Client) mayBeRestricted() bool {
-	return c.handlerG[0].Load()|c.handlerG[1].Load()|c.handlerG[2].Load() != 0 || c.prepareG.n.Load() != 0 || hslHolders.n.Load() != 0
+	return c.handlerG[0].Load()|c.handlerG[1].Load()|c.handlerG[2].Load()|
+		uintptr(uint32(c.prepareG.n.Load())|uint32(hslHolders.n.Load())) != 0 // one branch
 }
 
 // checkRestricted returns a restrictedError if the caller may not make a

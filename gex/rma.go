@@ -12,6 +12,8 @@ import (
 //       returns. The target sees a put's bytes through any later
 //       synchronisation from this rank (an AM, an atomic, a barrier), because
 //       those publish with release stores that order the copy before them.
+//       Its common case, every spec-shaped call with flags 0, is the fast
+//       path of rma_fast_unsafe.go; rma below is everything else.
 //   (b) otherwise: the reference protocol over AMs (rma_am.go), chunked to the
 //       AM limits, with every chunk's remote completion acknowledged.
 //
@@ -77,41 +79,6 @@ type segView struct {
 	local []byte
 }
 
-// fastCopy is path (a) for the common case: primordial team, no flags, the
-// peer's segment mapped here, a non-empty range inside it, no overlap, and the
-// caller not in restricted context. It reports whether it did the copy; if
-// not, the general path (rma) handles the call, errors included.
-func (tm *TM) fastCopy(rank Rank, raddr Addr, local []byte, put bool) bool {
-	c := tm.c
-	views := c.segViews.Load()
-	if views == nil || !tm.direct || int(rank) >= len(*views) {
-		return false
-	}
-	v := &(*views)[rank]
-	off := uint64(raddr) - v.owner // wraps (and fails below) if raddr < owner
-	n := uint64(len(local))
-	if v.local == nil || n == 0 || off > v.size || n > v.size-off || c.mayBeRestricted() {
-		return false
-	}
-	remote := v.local[off : off+n]
-	if overlaps(local, remote) {
-		return false
-	}
-	switch {
-	case n == 8: // the common scalar: one load and one store, no memmove call
-		if put {
-			binary.NativeEndian.PutUint64(remote, binary.NativeEndian.Uint64(local))
-		} else {
-			binary.NativeEndian.PutUint64(local, binary.NativeEndian.Uint64(remote))
-		}
-	case put:
-		copyMapped(remote, local)
-	default:
-		copyMapped(local, remote)
-	}
-	return true
-}
-
 // copyChunk bounds the pieces copyMapped copies at a time. Go's memmove
 // switches to non-temporal stores for copies of 1 MiB and more, which on
 // shared-memory mappings runs at a third of the speed of cached copies of
@@ -131,10 +98,7 @@ func copyMapped(dst, src []byte) {
 // PutBlocking implements gex_RMA_PutBlocking: it returns once src is in the
 // target's segment at dest (remote completion).
 func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
-	if flags == 0 && tm.fastCopy(rank, dest, src, true) {
-		return nil
-	}
-	_, err := tm.rma(&rmaSpec{op: "PutBlocking", put: true, mode: modeBlocking, rank: rank, raddr: dest, local: src, flags: flags})
+	_, err := tm.put(modeBlocking, rank, dest, src, nil, flags)
 	return err
 }
 
@@ -142,10 +106,7 @@ func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
 // EventGroup; completion is tracked by NBITest/NBIWait(ECPut) or the open
 // access region.
 func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
-	if flags == 0 && (lc == nil || isLCSentinel(lc)) && tm.fastCopy(rank, dest, src, true) {
-		return nil
-	}
-	_, err := tm.rma(&rmaSpec{op: "PutNBI", put: true, mode: modeNBI, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
+	_, err := tm.put(modeNBI, rank, dest, src, lc, flags)
 	return err
 }
 
@@ -153,45 +114,81 @@ func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) e
 // completion. lc is nil/EventNow, EventDefer, or a pointer to an Event that
 // receives the local-completion leaf event.
 func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
-	if flags == 0 && lc != EventGroup && tm.fastCopy(rank, dest, src, true) {
-		if lc != nil && lc != EventNow && lc != EventDefer {
-			*lc = EventInvalid
-		}
-		return EventInvalid, nil
-	}
-	ev, err := tm.rma(&rmaSpec{op: "PutNB", put: true, mode: modeNB, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
-	if err == nil && lcKindOf(lc) == lcEvent {
-		*lc = EventInvalid // local completion happened during the call
-	}
-	return ev, err
+	return tm.put(modeNB, rank, dest, src, lc, flags)
 }
 
 // GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
 // bytes at src in the target's segment.
 func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
-	if flags == 0 && tm.fastCopy(rank, src, dst, false) {
-		return nil
-	}
-	_, err := tm.rma(&rmaSpec{op: "GetBlocking", mode: modeBlocking, rank: rank, raddr: src, local: dst, flags: flags})
+	_, err := tm.get(modeBlocking, dst, rank, src, flags)
 	return err
 }
 
 // GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
 // open access region).
 func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
-	if flags == 0 && tm.fastCopy(rank, src, dst, false) {
-		return nil
-	}
-	_, err := tm.rma(&rmaSpec{op: "GetNBI", mode: modeNBI, rank: rank, raddr: src, local: dst, flags: flags})
+	_, err := tm.get(modeNBI, dst, rank, src, flags)
 	return err
 }
 
 // GetNB implements gex_RMA_GetNB.
 func (tm *TM) GetNB(dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
-	if flags == 0 && tm.fastCopy(rank, src, dst, false) {
-		return EventInvalid, nil
+	return tm.get(modeNB, dst, rank, src, flags)
+}
+
+// putOps and getOps name the calls by mode.
+var (
+	putOps = [...]string{modeBlocking: "PutBlocking", modeNBI: "PutNBI", modeNB: "PutNB"}
+	getOps = [...]string{modeBlocking: "GetBlocking", modeNBI: "GetNBI", modeNB: "GetNB"}
+)
+
+// put is the body of PutBlocking, PutNBI and PutNB (which the compiler
+// inlines into their callers, so that a put costs one call into gex): the
+// mapped fast path (rma_fast_unsafe.go), else the general path.
+func (tm *TM) put(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
+	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 && disjoint(p, src) {
+		// The restricted-context check in an if of its own branches on
+		// the loads themselves (in the && chain the compiler builds a
+		// bool first).
+		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
+			putAt(p, src)
+			return EventInvalid, nil
+		}
 	}
-	return tm.rma(&rmaSpec{op: "GetNB", mode: modeNB, rank: rank, raddr: src, local: dst, flags: flags})
+	ev, err := tm.rma(&rmaSpec{op: putOps[mode], put: true, mode: mode, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
+	if err == nil && mode == modeNB && lcKindOf(lc) == lcEvent {
+		*lc = EventInvalid // local completion happened during the call
+	}
+	return ev, err
+}
+
+// fastLC reports whether the non-nil lc_opt lc is valid for a put of mode
+// (NOTE 2a/2b) with nothing to do beyond the copy: EventNow and EventDefer
+// always, EventGroup for NBI, and for NB a caller's *Event, which receives
+// EventInvalid (local completion is the copy itself).
+func fastLC(mode rmaMode, lc *Event) bool {
+	switch lc {
+	case EventNow, EventDefer:
+		return true
+	case EventGroup:
+		return mode == modeNBI
+	}
+	if mode != modeNB {
+		return false
+	}
+	*lc = EventInvalid
+	return true
+}
+
+// get is the body of GetBlocking, GetNBI and GetNB, as put is of the puts.
+func (tm *TM) get(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
+	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 && disjoint(p, dst) {
+		if !tm.c.mayBeRestricted() {
+			getAt(dst, p)
+			return EventInvalid, nil
+		}
+	}
+	return tm.rma(&rmaSpec{op: getOps[mode], mode: mode, rank: rank, raddr: src, local: dst, flags: flags})
 }
 
 // checkValSize validates the nbytes of a value-based call.
@@ -205,14 +202,13 @@ func checkValSize(op string, nbytes int) error {
 // GetBlockingVal implements gex_RMA_GetBlockingVal: the nbytes (1..8) at src,
 // read as an unsigned integer in this machine's byte order.
 func (tm *TM) GetBlockingVal(rank Rank, src Addr, nbytes int, flags Flags) (uint64, error) {
+	if p := tm.mappedAt(rank, src, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 {
+		if !tm.c.mayBeRestricted() {
+			return getValAt(p, nbytes), nil
+		}
+	}
 	if err := checkValSize("GetBlockingVal", nbytes); err != nil {
 		return 0, err
-	}
-	if flags == 0 {
-		var buf [8]byte // stays on the stack: only the fast path sees it
-		if tm.fastCopy(rank, src, valBytes(&buf, 0, nbytes), false) {
-			return binary.NativeEndian.Uint64(buf[:]), nil
-		}
 	}
 	buf := new([8]byte)
 	_, err := tm.rma(&rmaSpec{op: "GetBlockingVal", mode: modeBlocking, rank: rank, raddr: src, local: valBytes(buf, 0, nbytes), flags: flags})
@@ -239,19 +235,20 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 var putValOps = [...]string{modeBlocking: "PutBlockingVal", modeNBI: "PutNBIVal", modeNB: "PutNBVal"}
 
 // putVal is the shared body of the Put*Val forms; the NB form's event is
-// stored in *ev. It returns only an error, and takes no name, so that the
-// wrappers stay cheap enough to inline into the GASNet-1 layer's value calls
-// (package gasnet) - one call deep there as here.
+// stored in *ev (left as it is, EventInvalid, on the mapped path). It
+// returns only an error, and takes no name, so that the wrappers stay cheap
+// enough to inline into the GASNet-1 layer's value calls (package gasnet) -
+// one call deep there as here.
 func (tm *TM) putVal(mode rmaMode, rank Rank, dest Addr, value uint64, nbytes int, flags Flags, ev *Event) error {
+	if p := tm.mappedAt(rank, dest, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 {
+		if !tm.c.mayBeRestricted() {
+			putValAt(p, value, nbytes)
+			return nil
+		}
+	}
 	op := putValOps[mode]
 	if err := checkValSize(op, nbytes); err != nil {
 		return err
-	}
-	if flags == 0 {
-		var buf [8]byte // stays on the stack: only the fast path sees it
-		if tm.fastCopy(rank, dest, valBytes(&buf, value, nbytes), true) {
-			return nil
-		}
 	}
 	buf := new([8]byte)
 	e, err := tm.rma(&rmaSpec{op: op, put: true, mode: mode, rank: rank, raddr: dest, local: valBytes(buf, value, nbytes), flags: flags})
@@ -299,6 +296,10 @@ func (s *rmaSpec) checkLC() error {
 // rma validates a call, picks the path and runs it.
 func (tm *TM) rma(s *rmaSpec) (Event, error) {
 	c := tm.c
+	tm.fast.fill(c, tm.direct) // later calls may take the fast path
+	if c.slowHook != nil {
+		c.slowHook(s.op)
+	}
 	if err := c.checkRestricted(s.op); err != nil {
 		return EventInvalid, c.report(err)
 	}

@@ -112,11 +112,38 @@ func rmaAllocCases(c *gex.Client, tm *gex.TM, r gex.Rank, base gex.Addr, check f
 			allocCase{fmt.Sprintf("PutBlocking of %d bytes", n), func() { check(tm.PutBlocking(r, base, src, 0)) }},
 			allocCase{fmt.Sprintf("GetBlocking of %d bytes", n), func() { check(tm.GetBlocking(dst, r, base, 0)) }},
 			allocCase{fmt.Sprintf("PutBlocking of %d bytes, PEER_SEG_OFFSET", n), func() { check(tm.PutBlocking(r, 64, src, gex.FlagPeerSegOffset)) }},
+			allocCase{fmt.Sprintf("PutNBI of %d bytes, EventNow", n), func() { check(tm.PutNBI(r, base, src, gex.EventNow, 0)) }},
+			allocCase{fmt.Sprintf("PutNBI of %d bytes, EventDefer", n), func() { check(tm.PutNBI(r, base, src, gex.EventDefer, 0)) }},
+			allocCase{fmt.Sprintf("PutNB+Test of %d bytes, EventDefer", n), func() {
+				ev, err := tm.PutNB(r, base, src, gex.EventDefer, 0)
+				check(err)
+				check(ev.Test())
+			}},
+			allocCase{fmt.Sprintf("GetNB+Test of %d bytes", n), func() {
+				ev, err := tm.GetNB(dst, r, base, 0)
+				check(err)
+				check(ev.Test())
+			}},
+		)
+	}
+	for _, nb := range []int{1, 2, 3, 4, 5, 7} {
+		cases = append(cases,
+			allocCase{fmt.Sprintf("PutBlockingVal of %d bytes", nb), func() { check(tm.PutBlockingVal(r, base, 0x0102030405060708, nb, 0)) }},
+			allocCase{fmt.Sprintf("PutNBVal+Wait of %d bytes", nb), func() {
+				ev, err := tm.PutNBVal(r, base, 7, nb, 0)
+				check(err)
+				check(ev.Wait())
+			}},
+			allocCase{fmt.Sprintf("GetBlockingVal of %d bytes", nb), func() {
+				_, err := tm.GetBlockingVal(r, base, nb, 0)
+				check(err)
+			}},
 		)
 	}
 	cases = append(cases,
 		allocCase{"PutBlockingVal of 8 bytes", func() { check(tm.PutBlockingVal(r, base, 0x0102030405060708, 8, 0)) }},
 		allocCase{"PutNBIVal of 4 bytes", func() { check(tm.PutNBIVal(r, base, 0x01020304, 4, 0)) }},
+		allocCase{"PutNBIVal of 8 bytes", func() { check(tm.PutNBIVal(r, base, 0x01020304, 8, 0)) }},
 		allocCase{"PutNBVal+Wait of 8 bytes", func() {
 			ev, err := tm.PutNBVal(r, base, 7, 8, 0)
 			check(err)

@@ -77,6 +77,8 @@ func segmentAttach(tm *TM, size uint64) (*Segment, error) {
 		views[r] = segView{owner: si.Owner, size: si.Size, local: si.Local}
 	}
 	c.segViews.Store(&views)
+	c.mapped.Store(newMapTable(views))
+	tm.fast.fill(c, tm.direct)
 	return s, nil
 }
 

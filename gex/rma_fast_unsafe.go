@@ -1,0 +1,158 @@
+package gex
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The mapped fast path of RMA and atomics (path (a) of rma.go, the CPU
+// atomics of ad.go) for the common call: primordial-shaped team (team rank
+// = job rank), flags 0, a target range inside a segment mapped here, the
+// caller not in restricted context. It is built from small functions the
+// compiler inlines (each under its inlining budget), so that a spec-shaped
+// call from user code costs one call into gex, no further call for an
+// 8-byte transfer or an integer FADD, and no allocation. Whatever the fast
+// path does not accept goes to the general path, which checks everything
+// again and reports the error if there is one: the fast path never decides
+// that a call is wrong.
+
+// mapEntry is one job rank's segment as the fast paths see it: where it is
+// mapped in this process (nil and size 0 where it is not) and the owner's
+// address of its first byte.
+type mapEntry struct {
+	base  unsafe.Pointer
+	owner uint64
+	size  uint64
+}
+
+// newMapTable builds the fast paths' table from the segment views: one
+// entry per job rank, returned as a pointer to the first (entry r lies r
+// entries further: see mapped). The table never changes once published.
+func newMapTable(views []segView) *mapEntry {
+	t := make([]mapEntry, len(views))
+	for r, v := range views {
+		if len(v.local) > 0 {
+			t[r] = mapEntry{base: unsafe.Pointer(unsafe.SliceData(v.local)), owner: v.owner, size: uint64(len(v.local))}
+		}
+	}
+	return &t[0]
+}
+
+// fastMap is a TM's or an AD's copy of the client's table (Client.mapped),
+// held in the object itself so that a fast-path call reaches the target's
+// entry in two dependent loads (object, entry) instead of five (object,
+// team, client, table, entry). It is nil until filled: at
+// SegmentAttach for the primordial team, else by the first call that takes
+// the general path after the segments are known.
+type fastMap struct{ p atomic.Pointer[mapEntry] }
+
+// fill publishes the client's table in f if the object is direct (team rank
+// = job rank, primordial endpoints) and the table exists.
+func (f *fastMap) fill(c *Client, direct bool) {
+	if direct && f.p.Load() == nil {
+		if t := c.mapped.Load(); t != nil {
+			f.p.Store(t)
+		}
+	}
+}
+
+// mapped returns the address in this process of the n bytes at remote
+// address dest of rank's segment, or nil if the fast path does not apply:
+// table not filled (not direct, no segments yet), rank not below size (the
+// team's size, at most the job's), rank's segment not mapped here, or
+// [dest, dest+n) not inside it. One subtraction and two compares bound the
+// range (dest below the segment wraps off around and fails the first).
+func (f *fastMap) mapped(size Rank, rank Rank, dest Addr, n int) unsafe.Pointer {
+	t := f.p.Load()
+	if t == nil || uint(rank) >= uint(size) {
+		return nil
+	}
+	e := (*mapEntry)(unsafe.Add(unsafe.Pointer(t), uintptr(rank)*unsafe.Sizeof(*t)))
+	off := uint64(dest) - e.owner
+	if off > e.size || uint64(n) > e.size-off {
+		return nil
+	}
+	return unsafe.Add(e.base, off)
+}
+
+// mappedAt is mapped for tm's table and size.
+func (tm *TM) mappedAt(rank Rank, dest Addr, n int) unsafe.Pointer {
+	return tm.fast.mapped(tm.size, rank, dest, n)
+}
+
+// disjoint reports whether the n > 0 bytes at p and the slice b (len n) do
+// not overlap (GASNet-EX "Extended API", NOTE 5), in one compare: with
+// d = p - b, the ranges overlap iff -n < d < n, i.e. iff d+n-1 < 2n-1 in
+// unsigned arithmetic. For n == 0 it reports false unless p is b's own
+// address (then a copy of nothing follows, as the general path would do).
+func disjoint(p unsafe.Pointer, b []byte) bool {
+	n := uintptr(len(b))
+	return uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(b)))+n-1 >= 2*n-1
+}
+
+// putAt copies src to the len(src) bytes at p (an 8-byte transfer is one
+// load and one store, no memmove call).
+func putAt(p unsafe.Pointer, src []byte) {
+	if len(src) == 8 {
+		*(*[8]byte)(p) = [8]byte(src)
+		return
+	}
+	copyMapped(unsafe.Slice((*byte)(p), len(src)), src)
+}
+
+// getAt copies the len(dst) bytes at p to dst.
+func getAt(dst []byte, p unsafe.Pointer) {
+	if len(dst) == 8 {
+		*(*[8]byte)(dst) = *(*[8]byte)(p)
+		return
+	}
+	copyMapped(dst, unsafe.Slice((*byte)(p), len(dst)))
+}
+
+// putValAt stores the low nbytes (1..8) of value at p in this machine's byte
+// order (gex_RMA_Value_t semantics): the power-of-two sizes are one store.
+func putValAt(p unsafe.Pointer, value uint64, nbytes int) {
+	switch nbytes {
+	case 8:
+		binary.NativeEndian.PutUint64((*[8]byte)(p)[:], value)
+	case 4:
+		binary.NativeEndian.PutUint32((*[4]byte)(p)[:], uint32(value))
+	default:
+		var buf [8]byte
+		copy(unsafe.Slice((*byte)(p), nbytes), valBytes(&buf, value, nbytes))
+	}
+}
+
+// getValAt reads the nbytes (1..8) at p as an unsigned integer in this
+// machine's byte order.
+func getValAt(p unsafe.Pointer, nbytes int) uint64 {
+	switch nbytes {
+	case 8:
+		return binary.NativeEndian.Uint64((*[8]byte)(p)[:])
+	case 4:
+		return uint64(binary.NativeEndian.Uint32((*[4]byte)(p)[:]))
+	}
+	var buf [8]byte
+	copy(valBytes(&buf, 0, nbytes), unsafe.Slice((*byte)(p), nbytes))
+	return binary.NativeEndian.Uint64(buf[:])
+}
+
+// faddAt adds d to the integer T at p and returns the previous value.
+func faddAt[T ADType](p unsafe.Pointer, d T) T {
+	if unsafe.Sizeof(d) == 8 {
+		w := asWord[uint64](d)
+		return fromWord[T]((*atomic.Uint64)(p).Add(w) - w)
+	}
+	w := asWord[uint32](d)
+	return fromWord[T]((*atomic.Uint32)(p).Add(w) - w)
+}
+
+// applyOther performs op at p (the domain's T, mapped here) and stores the
+// previous value in *result for the fetching opcodes.
+func applyOther[T ADType](p unsafe.Pointer, result *T, op OP, op1, op2 T, integer bool) {
+	old := atomicApply(unsafe.Slice((*byte)(p), unsafe.Sizeof(op1)), op, op1, op2, integer)
+	if op&opResult != 0 {
+		*result = old
+	}
+}

@@ -1,0 +1,21 @@
+// Command inlinecheck instantiates the generic fast paths (atomic domains
+// over U64 and U32) so that TestFastPathInlining can read the compiler's
+// inlining decisions for them; it is built, never run.
+package main
+
+import "github.com/gexgo/gexgo/gex"
+
+func main() {
+	var ad64 *gex.AD[uint64]
+	var ad32 *gex.AD[uint32]
+	var r64 uint64
+	var r32 uint32
+	if ev, err := ad64.OpNB(&r64, 0, 0, gex.OPFAdd, 1, 0, 0); err == nil {
+		_ = ev.Wait()
+	}
+	_ = ad64.OpNBI(&r64, 0, 0, gex.OPFAdd, 1, 0, 0)
+	if ev, err := ad32.OpNB(&r32, 0, 0, gex.OPFAdd, 1, 0, 0); err == nil {
+		_ = ev.Wait()
+	}
+	_ = ad32.OpNBI(&r32, 0, 0, gex.OPFAdd, 1, 0, 0)
+}
