@@ -224,6 +224,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm
+	c.coll.initShm() // before the barrier below: peers read line 0 after it
 	c.reqTok.c, c.repTok.c, c.held.tok.c = c, c, c
 	for _, set := range [][]AMEntry{c.rmaHandlers(), c.collHandlers(), c.visHandlers(), c.memsetHandlers(), c.segHandlers()} {
 		for _, e := range set {
@@ -417,14 +418,14 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 				runtime.Gosched()
 			}
 		case WaitBlock:
-			c.cd.Sleep(sleepCap)
+			c.sleep()
 		default:
 			if idle < c.spinPolls {
 				if c.polite || idle%32 == 0 {
 					c.yield()
 				}
 			} else {
-				c.cd.Sleep(sleepCap)
+				c.sleep()
 			}
 		}
 	}

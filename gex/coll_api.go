@@ -52,6 +52,17 @@ func (tm *TM) BarrierNB(flags Flags) (Event, error) {
 // barrier initiates a barrier with a GASNet-1 style id and flags word.
 func (e *collEngine) barrier(tm *TM, id int32, bflags uint32) Event {
 	e.mu.Lock()
+	return e.barrierLocked(tm, id, bflags)
+}
+
+// barrierLocked is barrier with mu held (released here): through the
+// collective areas where the team has them, else AMs.
+func (e *collEngine) barrierLocked(tm *TM, id int32, bflags uint32) Event {
+	if tm.ts.shm != nil {
+		op := e.startShm(tm, kindBarrier)
+		op.id, op.bflags = id, bflags
+		return e.launchShm(op)
+	}
 	op, _ := e.start(tm, kindBarrier)
 	op.id, op.bflags = id, bflags
 	return e.launch(op)
@@ -81,6 +92,25 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 	}
 	e := &c.coll
 	e.mu.Lock()
+	if tm.useShmBcast(nbytes) {
+		op := e.startShm(tm, kindBcast)
+		op.root, op.dst, op.nbytes = int(root), dst[:nbytes], nbytes
+		if tm.rank == root {
+			op.src = src[:nbytes]
+			if off, ok := op.useDirect(c, op.src); ok {
+				op.viaMap = true
+				op.slots[slotDirect].segOff = off
+			}
+			switch {
+			case &dst[0] == &src[0]:
+				op.dst = nil
+			case op.viaMap:
+				copyMapped(dst[:nbytes], src[:nbytes])
+				op.dst = nil
+			}
+		}
+		return e.launchShm(op), nil
+	}
 	op, _ := e.start(tm, kindBcast)
 	op.root, op.dst, op.nbytes = int(root), dst, nbytes
 	if tm.rank == root {
