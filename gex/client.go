@@ -418,14 +418,14 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 				runtime.Gosched()
 			}
 		case WaitBlock:
-			c.sleep()
+			c.sleep(cond)
 		default:
 			if idle < c.spinPolls {
 				if c.polite || idle%32 == 0 {
 					c.yield()
 				}
 			} else {
-				c.sleep()
+				c.sleep(cond)
 			}
 		}
 	}

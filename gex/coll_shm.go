@@ -370,10 +370,35 @@ func (e *collEngine) shmReady() bool {
 	return false
 }
 
-// sleep is the blocking waits' sleep: with shared-memory operations
-// pending it also ends when one of them may advance (their peers wake this
-// rank after changing a flag).
-func (c *Client) sleep() {
+// spinShmIters bounds spinShm: about a microsecond of checking flags.
+const spinShmIters = 64
+
+// spinShm is the start of a wait for s while shared-memory collectives are
+// pending: it advances them in a tight loop (no AM polling, no sleeping)
+// for a short while, since a peer that is running typically arrives within
+// a cache-line transfer; it reports whether s completed. A polite rank
+// (more ranks than CPUs) does not spin: its peers need the CPU.
+func (e *collEngine) spinShm(s *eventState) bool {
+	if e.shm.n.Load() == 0 || e.c.polite {
+		return false
+	}
+	for i := 0; i < spinShmIters; i++ {
+		e.advanceShm()
+		if s.complete() {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep is the blocking waits' sleep, unless cond already holds (the
+// progress just before may have completed a shared-memory operation): with
+// shared-memory operations pending it also ends when one of them may
+// advance (their peers wake this rank after changing a flag).
+func (c *Client) sleep(cond func() bool) {
+	if cond() {
+		return
+	}
 	if e := &c.coll; e.shm.n.Load() != 0 {
 		e.shm.areas.SleepUntil(e.shm.ready, sleepCap)
 		return
