@@ -135,6 +135,7 @@ type shmTeam struct {
 type shmState struct {
 	areas collAreas
 	slots [collSlots]bool // my lines in use
+	free  []*collOp       // recycled operations (under the engine's mu)
 	mu    sync.Mutex      // guards q
 	q     []*collOp       // pending, in initiation order
 	n     atomic.Int32    // len(q)
@@ -286,9 +287,9 @@ func (e *collEngine) dropShmTeam(ts *teamState) {
 func (e *collEngine) startShm(tm *TM, kind collKind) *collOp {
 	ts := tm.ts
 	var op *collOp
-	if n := len(e.free); n > 0 {
-		op = e.free[n-1]
-		e.free = e.free[:n-1]
+	if n := len(e.shm.free); n > 0 {
+		op = e.shm.free[n-1]
+		e.shm.free = e.shm.free[:n-1]
 	} else {
 		op = &collOp{}
 	}
@@ -346,12 +347,25 @@ func (e *collEngine) advanceShm() {
 		e.mu.Lock()
 		op.ts.active--
 		ev, err := op.ev, op.err
-		e.release(op)
+		e.releaseShm(op)
 		e.mu.Unlock()
 		ev.done(err)
 	}
 	s.n.Store(int32(len(s.q)))
 	s.mu.Unlock()
+}
+
+// releaseShm recycles a shared-memory operation (under mu). It resets the
+// fields these operations use - not the whole collOp, whose AM stream
+// slots they never touch - and keeps it on its own free list.
+func (e *collEngine) releaseShm(op *collOp) {
+	op.ts, op.ev, op.err, op.sub, op.subEv = nil, nil, nil, nil, Event{}
+	op.dst, op.src, op.dt, op.fn, op.cdata = nil, nil, 0, nil, nil
+	op.step, op.viaMap, op.id, op.bflags, op.slots[slotDirect].segOff = 0, false, 0, 0, 0
+	op.root, op.nbytes, op.me, op.n = 0, 0, 0, 0
+	if len(e.shm.free) < 64 {
+		e.shm.free = append(e.shm.free, op)
+	}
 }
 
 // shmReady reports whether a pending shared-memory operation may advance
