@@ -30,23 +30,23 @@ const (
 )
 
 // setupColl creates this rank's collective area and maps those of the
-// neighbourhood peers. Collective over all ranks (one AllGather). A rank
-// that cannot create its area sends an empty descriptor: it then has none,
-// every rank sees that alike, and gex keeps the teams it is in on AMs.
+// neighbourhood peers. Collective over all ranks (one AllGather). Failing to
+// create or map one fails the conduit: every rank must see the same areas,
+// since gex decides from them, alike on every member, whether a team's
+// collectives use shared memory.
 func (c *Conduit) setupColl() error {
-	var desc []byte
 	reg, err := c.cfg.Allocator.Create("gexgo-coll-"+strconv.Itoa(c.rank), CollAreaSize)
-	if err == nil {
-		b := reg.Bytes()
-		binary.LittleEndian.PutUint32(b[0:], collMagic)
-		binary.LittleEndian.PutUint32(b[4:], collVersion)
-		binary.LittleEndian.PutUint32(b[8:], uint32(c.rank))
-		binary.LittleEndian.PutUint32(b[12:], uint32(c.size))
-		if desc, err = reg.Desc().MarshalBinary(); err != nil {
-			return err
-		}
-	} else {
-		c.complain("no shared collective area (%v): collectives of teams with this rank use AMs", err)
+	if err != nil {
+		return fmt.Errorf("smp: creating the collective area (%d bytes): %w", CollAreaSize, err)
+	}
+	b := reg.Bytes()
+	binary.LittleEndian.PutUint32(b[0:], collMagic)
+	binary.LittleEndian.PutUint32(b[4:], collVersion)
+	binary.LittleEndian.PutUint32(b[8:], uint32(c.rank))
+	binary.LittleEndian.PutUint32(b[12:], uint32(c.size))
+	desc, err := reg.Desc().MarshalBinary()
+	if err != nil {
+		return err
 	}
 	descs, err := c.b.AllGather(desc)
 	if err != nil {
@@ -55,7 +55,7 @@ func (c *Conduit) setupColl() error {
 	c.coll = make([][]byte, c.size)
 	for p := 0; p < c.size; p++ {
 		pr := &c.peers[p]
-		if !pr.mapped || pr.remote || len(descs[p]) == 0 {
+		if !pr.mapped || pr.remote {
 			continue
 		}
 		if p == c.rank {
@@ -85,7 +85,7 @@ func (c *Conduit) setupColl() error {
 
 // CollArea returns rank p's collective area as mapped here (CollAreaSize
 // bytes, gex's part from CollAreaHeader), or nil when p is not in this
-// rank's neighbourhood or has no area.
+// rank's neighbourhood.
 func (c *Conduit) CollArea(p int) []byte {
 	if p < 0 || p >= len(c.coll) {
 		return nil
