@@ -303,15 +303,16 @@ func (e *collEngine) startShm(tm *TM, kind collKind) *collOp {
 // launchShm completes initiation (mu held, released here): the operation
 // gets its event, publishes what it can, and joins the pending list.
 func (e *collEngine) launchShm(op *collOp) Event {
+	// Announce the call first (the peers may be waiting for it), whoever
+	// advances the operation later.
+	st := op.ts.shm
+	op.publish(st)
+	op.step = 1
 	op.ev = e.c.newEvent(1)
 	op.ev.what, op.ev.coll = op.kind.String(), op
 	h := op.ev.handle()
 	op.initiated = true
 	e.mu.Unlock()
-	// Announce the call now, whoever advances the operation later.
-	st := op.ts.shm
-	op.publish(st)
-	op.step = 1
 	if st.hier && op.me != st.leader {
 		e.shm.areas.WakeColl(st.jobs[st.leader])
 	} else {
@@ -320,9 +321,7 @@ func (e *collEngine) launchShm(op *collOp) Event {
 	s := &e.shm
 	s.mu.Lock()
 	s.q = append(s.q, op)
-	s.n.Store(int32(len(s.q)))
-	s.mu.Unlock()
-	e.advanceShm()
+	e.advanceLocked()
 	return h
 }
 
@@ -331,10 +330,14 @@ func (e *collEngine) launchShm(op *collOp) Event {
 // others return at once. Not in handler context (a hierarchical leader
 // sends AMs).
 func (e *collEngine) advanceShm() {
-	s := &e.shm
-	if !s.mu.TryLock() {
-		return
+	if e.shm.mu.TryLock() {
+		e.advanceLocked()
 	}
+}
+
+// advanceLocked is advanceShm with shm.mu held; it unlocks.
+func (e *collEngine) advanceLocked() {
+	s := &e.shm
 	for i := 0; i < len(s.q); {
 		op := s.q[i]
 		if !op.advanceShm(e) {
