@@ -486,7 +486,18 @@ func (op *collOp) advanceShm(e *collEngine) bool {
 	if st.hier {
 		return op.advanceHier(e, st)
 	}
-	for r := 0; r < op.n; r++ {
+	if !op.gatherLocal(st) {
+		return false
+	}
+	op.barrierResult()
+	return true
+}
+
+// gatherLocal reports whether every member of my neighbourhood (every
+// member, on a flat team) has arrived at op, and then merges their
+// named-barrier records into op.
+func (op *collOp) gatherLocal(st *shmTeam) bool {
+	for _, r := range st.local {
 		if r == op.me {
 			continue
 		}
@@ -498,12 +509,11 @@ func (op *collOp) advanceShm(e *collEngine) bool {
 			op.outOfOrder(st, r, k)
 		}
 	}
-	for r := 0; r < op.n; r++ {
+	for _, r := range st.local {
 		if r != op.me {
 			op.mergeFrom(st, r)
 		}
 	}
-	op.barrierResult()
 	return true
 }
 
@@ -562,22 +572,8 @@ func (op *collOp) advanceHier(e *collEngine, st *shmTeam) bool {
 		return true
 	}
 	if op.step == 1 {
-		for _, r := range st.local {
-			if r == op.me {
-				continue
-			}
-			ok, k := st.arrived(r, op.seq)
-			if !ok {
-				return false
-			}
-			if k != 0 && k != op.kind {
-				op.outOfOrder(st, r, k)
-			}
-		}
-		for _, r := range st.local {
-			if r != op.me {
-				op.mergeFrom(st, r)
-			}
+		if !op.gatherLocal(st) {
+			return false
 		}
 		op.step = 2
 		// The network phase: a barrier of the leaders' team, whose result

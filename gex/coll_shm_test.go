@@ -300,25 +300,7 @@ func TestShmBroadcastSizeMismatch(t *testing.T) {
 func hierBody(e *rankEnv) {
 	e.wantPath(e.tm, "shm-hier", "primordial team")
 	n := int(e.size)
-	peerBase := make([]gex.Addr, n)
-	for r := range peerBase {
-		bs, ev, err := e.tm.QueryBoundSegmentNB(gex.Rank(r), 0)
-		e.wait(ev, err, "QueryBoundSegmentNB")
-		peerBase[r] = bs.Owner
-	}
-	e.collBarrier(e.tm)
-	own := e.seg.Bytes()
-	for k := 1; k <= 200; k++ {
-		d := 1 + k%(n-1)
-		right := (int(e.rank) + d) % n
-		var v [8]byte
-		v[0], v[1] = byte(k), byte(k>>8)
-		e.Check(e.tm.PutBlocking(gex.Rank(right), peerBase[right]+gex.Addr(8*(k%4)), v[:], 0), "PutBlocking")
-		e.collBarrier(e.tm)
-		if got := int(own[8*(k%4)]) | int(own[8*(k%4)+1])<<8; got != k {
-			e.Fatalf("after barrier %d: slot holds %d, want %d (a rank left the barrier early)", k, got, k)
-		}
-	}
+	barrierOrdering(e, 200)
 	namedBarriers(e, 5)
 	for root := 0; root < n; root++ {
 		b := make([]byte, 40<<10)
