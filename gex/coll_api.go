@@ -101,12 +101,8 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 				op.viaMap = true
 				op.slots[slotDirect].segOff = off
 			}
-			switch {
-			case &dst[0] == &src[0]:
-				op.dst = nil
-			case op.viaMap:
-				copyMapped(dst[:nbytes], src[:nbytes])
-				op.dst = nil
+			if &dst[0] == &src[0] {
+				op.dst = nil // the root's own copy is done
 			}
 		}
 		return e.launchShm(op), nil

@@ -140,6 +140,10 @@ type shmState struct {
 	q     []*collOp       // pending, in initiation order
 	n     atomic.Int32    // len(q)
 	ready func() bool     // for SleepUntil (built once: no allocation per sleep)
+	// The spin window of the oldest pending operation (shmSpinning).
+	spinOp   *collOp
+	spinSeq  uint32
+	spinFrom time.Time
 }
 
 // initShm connects the engine to the conduit's collective areas and gives
@@ -417,10 +421,41 @@ func (c *Client) sleep(cond func() bool) {
 		return
 	}
 	if e := &c.coll; e.shm.n.Load() != 0 {
+		if !c.polite && e.shmSpinning() {
+			sysYield() // to other processes too: the peer may need this CPU
+			return
+		}
 		e.shm.areas.SleepUntil(e.shm.ready, sleepCap)
 		return
 	}
 	c.cd.Sleep(sleepCap)
+}
+
+// shmSpinWindow is how long a wait for a shared-memory collective keeps
+// yielding before it sleeps, when ranks do not outnumber CPUs: its peers
+// are typically copying (a broadcast) or about to arrive, and a futex
+// wake-up costs tens of microseconds on a loaded machine - more than the
+// spin-block mode's count of empty polls lasts at the few nanoseconds a
+// flag check takes.
+const shmSpinWindow = time.Millisecond
+
+// shmSpinning reports whether the oldest pending shared-memory operation
+// has been waited on for less than shmSpinWindow (the clock starts at the
+// first call for that operation).
+func (e *collEngine) shmSpinning() bool {
+	s := &e.shm
+	if !s.mu.TryLock() {
+		return true
+	}
+	defer s.mu.Unlock()
+	if len(s.q) == 0 {
+		return false
+	}
+	if op := s.q[0]; op != s.spinOp || op.seq != s.spinSeq {
+		s.spinOp, s.spinSeq, s.spinFrom = op, op.seq, time.Now()
+		return true
+	}
+	return time.Since(s.spinFrom) < shmSpinWindow
 }
 
 // wakeGroup wakes the members of my neighbourhood in the team (their
@@ -615,8 +650,8 @@ func (op *collOp) ringTag(st *shmTeam) uint64 {
 // advanceShmBcast is the broadcast through the root's ring (flat teams).
 // The root claims its ring (a broadcast of another team from the same root
 // may hold it), and then either names the offset of src in its segment,
-// from which every member copies straight into dst (one copy, all members
-// at once), or streams src through the ring's chunks: it fills chunk k once
+// from which every member copies straight into dst while the root makes its
+// own copy (one copy each, all at once), or streams src through the ring's chunks: it fills chunk k once
 // every member has copied chunk k-ringSlots out of the same buffer, and
 // the members copy each chunk as soon as it is filled (the root's copy in
 // and the members' copies out overlap). Each member counts its copies in
@@ -694,16 +729,17 @@ func (op *collOp) advanceShmBcast(e *collEngine, st *shmTeam) bool {
 		rg.tag.Store(tag)
 		op.step = 2
 		if op.viaMap {
+			// The members copy from the segment now; the root's own copy
+			// runs at the same time.
 			st.wakeGroup(e, op.me)
-			return false
+			if op.dst != nil {
+				copyMapped(op.dst, op.src)
+			}
+			return rg.done[0].Load() >= peers && rg.release()
 		}
 	}
 	if op.viaMap {
-		if rg.done[0].Load() < peers {
-			return false
-		}
-		rg.tag.Store(0)
-		return true
+		return rg.done[0].Load() >= peers && rg.release()
 	}
 	k := int(rg.fill.Load())
 	filled := k
@@ -734,6 +770,13 @@ func (op *collOp) advanceShmBcast(e *collEngine, st *shmTeam) bool {
 			return false
 		}
 	}
+	rg.tag.Store(0)
+	return true
+}
+
+// release gives the root's ring back once its broadcast is complete; it
+// returns true (the broadcast is complete).
+func (rg ringView) release() bool {
 	rg.tag.Store(0)
 	return true
 }
