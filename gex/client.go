@@ -397,13 +397,17 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 			idle = 0
 			continue
 		}
+		// Collectives advance first: a shared-memory one may complete
+		// from flags a rank wrote before it left.
+		if c.coll.progress(); cond() {
+			continue
+		}
 		// Nothing more arrived: a rank that left fails the wait now
 		// (what it sent before it left has been delivered).
 		if err := c.faultErr(op); err != nil {
 			return err
 		}
 		c.expireHeld()
-		c.coll.progress()
 		idle++
 		if c.done != nil && idle%64 == 0 {
 			select {

@@ -126,6 +126,8 @@ type collOp struct {
 	viaMap  bool // broadcast through the root's mapped segment (root side)
 
 	shm    bool    // runs through the collective areas (coll_shm.go)
+	small  bool    // a reduction through the contribution buffers (coll_shm_small.go)
+	ord    uint32  // its number among the team's small operations
 	sub    *collOp // hierarchical barrier: the leaders' AM barrier in flight
 	subEv  Event   // its event
 	parent *collOp // the hierarchical barrier this leaders' barrier serves

@@ -181,7 +181,7 @@ func (tm *TM) ReduceToOneNB(root Rank, dst, src []byte, dt DT, dtSize, dtCount i
 	if err := reduceArgs(c, opName, dst, src, dt, dtSize, dtCount, op, fn, tm.rank == root); err != nil {
 		return EventInvalid, c.report(err)
 	}
-	return c.coll.reduce(tm, kindReduceOne, int(root), dst, src, dt, dtSize, dtCount, op, fn, cdata), nil
+	return c.coll.reduce(tm, kindReduceOne, int(root), dst, src, dt, dtSize, dtCount, op, fn, cdata)
 }
 
 // ReduceToAllNB implements gex_Coll_ReduceToAllNB: as ReduceToOneNB, with the
@@ -199,11 +199,20 @@ func (tm *TM) ReduceToAllNB(dst, src []byte, dt DT, dtSize, dtCount int, op OP, 
 	if err := reduceArgs(c, opName, dst, src, dt, dtSize, dtCount, op, fn, true); err != nil {
 		return EventInvalid, c.report(err)
 	}
-	return c.coll.reduce(tm, kindReduceAll, 0, dst, src, dt, dtSize, dtCount, op, fn, cdata), nil
+	return c.coll.reduce(tm, kindReduceAll, 0, dst, src, dt, dtSize, dtCount, op, fn, cdata)
 }
 
-func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt DT, dtSize, dtCount int, op OP, fn ReduceFn, cdata any) Event {
+func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt DT, dtSize, dtCount int, op OP, fn ReduceFn, cdata any) (Event, error) {
 	n := dtSize * dtCount
+	if tm.useShmSmall(n) {
+		if err := e.awaitSmallBuffer(tm); err != nil {
+			return EventInvalid, err
+		}
+		e.mu.Lock()
+		o := e.reduceShm(tm, kind, root, dst, src, n)
+		o.dt, o.dtSize, o.op, o.fn, o.cdata = dt, dtSize, op, fn, cdata
+		return e.launchShm(o), nil
+	}
 	e.mu.Lock()
 	o, _ := e.start(tm, kind)
 	o.root, o.dst, o.nbytes = root, dst, n
@@ -211,7 +220,7 @@ func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt
 	o.nchild = reduceChildren(o.me, o.n)
 	o.acc = e.getBuf(n)
 	copyMapped(o.acc, src[:n])
-	return e.launch(o)
+	return e.launch(o), nil
 }
 
 // gather collects nbytes of src from every member into dst (n*nbytes) on rank

@@ -20,6 +20,8 @@ import (
 //	offRing    the broadcast ring of this rank as a root: a header line
 //	           (owner tag, fill word, size), ringSlots counter lines, then
 //	           ringSlots chunks of ringChunk bytes
+//	offSmall   for the first smallLines team lines: the reductions'
+//	           contributions (coll_shm_small.go)
 //
 // A team line (written only by its owner, read by the team's members):
 //
@@ -56,7 +58,8 @@ const (
 	ringSlots  = 4
 	ringChunk  = 64 << 10
 	offRingBuf = offRing + (1+ringSlots)*lineBytes
-	collEnd    = offRingBuf + ringSlots*ringChunk
+	offSmall   = offRingBuf + ringSlots*ringChunk
+	collEnd    = offSmall + smallLines*smallStride
 
 	lineID      = 0
 	lineArrive  = 8
@@ -101,7 +104,7 @@ type ringView struct {
 
 func ringAt(area []byte) ringView {
 	v := ringView{tag: shm.Uint64At(area, offRing+ringTag), fill: shm.Uint64At(area, offRing+ringFill),
-		size: shm.Uint64At(area, offRing+ringSize), buf: area[offRingBuf:collEnd]}
+		size: shm.Uint64At(area, offRing+ringSize), buf: area[offRingBuf:offSmall:offSmall]}
 	for i := range v.done {
 		v.done[i] = shm.Uint64At(area, offRing+(1+i)*lineBytes)
 	}
@@ -129,6 +132,11 @@ type shmTeam struct {
 	// leaders is the team of the group leaders (on leaders of a
 	// hierarchical team only).
 	leaders *TM
+	// small is every member's contribution part (flat teams whose members
+	// all have one, else nil), nsmall the number of small operations
+	// initiated (under the engine's mu) (coll_shm_small.go).
+	small  []smallView
+	nsmall uint32
 }
 
 // shmState is the engine's part: the pending shared-memory operations.
@@ -175,6 +183,9 @@ func (e *collEngine) claimLine(id uint64) int {
 			e.shm.slots[s] = true
 			v := lineAt(e.shm.areas.CollArea(e.c.rank), s)
 			v.id.Store(0)
+			if s < smallLines {
+				smallAt(e.shm.areas.CollArea(e.c.rank), s).done.Store(0)
+			}
 			v.arrive.Store(0)
 			v.release.Store(0)
 			v.merged.Store(0)
@@ -239,6 +250,16 @@ func (e *collEngine) newShmTeam(tm *TM, id uint64, slots []int) *shmTeam {
 	}
 	if len(groups) == n {
 		return nil
+	}
+	if len(groups) == 1 {
+		st.small = make([]smallView, n)
+		for r := 0; r < n; r++ {
+			if slots[r] >= smallLines {
+				st.small = nil
+				break
+			}
+			st.small[r] = smallAt(a.CollArea(st.jobs[r]), slots[r])
+		}
 	}
 	st.leader = st.local[0]
 	if len(groups) > 1 {
@@ -310,6 +331,9 @@ func (e *collEngine) launchShm(op *collOp) Event {
 	// Announce the call first (the peers may be waiting for it), whoever
 	// advances the operation later.
 	st := op.ts.shm
+	if op.small {
+		op.writeSmall(st) // the initiation waited until its buffer is free
+	}
 	op.publish(st)
 	op.step = 1
 	op.ev = e.c.newEvent(1)
@@ -369,7 +393,15 @@ func (e *collEngine) releaseShm(op *collOp) {
 	op.ts, op.ev, op.err, op.sub, op.subEv = nil, nil, nil, nil, Event{}
 	op.dst, op.src, op.dt, op.fn, op.cdata = nil, nil, 0, nil, nil
 	op.step, op.viaMap, op.id, op.bflags, op.slots[slotDirect].segOff = 0, false, 0, 0, 0
-	op.root, op.nbytes, op.me, op.n = 0, 0, 0, 0
+	op.root, op.nbytes, op.me, op.n, op.small, op.ord = 0, 0, 0, 0, false, 0
+	if op.acc != nil {
+		e.putBuf(op.acc)
+		op.acc = nil
+	}
+	if s := &op.slots[0]; s.pooled {
+		e.putBuf(s.buf)
+		s.buf, s.pooled = nil, false
+	}
 	if len(e.shm.free) < 64 {
 		e.shm.free = append(e.shm.free, op)
 	}
@@ -515,6 +547,9 @@ func (op *collOp) outOfOrder(st *shmTeam, r int, k collKind) {
 // advanceShm runs op; it reports completion.
 func (op *collOp) advanceShm(e *collEngine) bool {
 	st := op.ts.shm
+	if op.small {
+		return op.advanceSmall(e, st)
+	}
 	if op.kind == kindBcast {
 		return op.advanceShmBcast(e, st)
 	}
@@ -566,6 +601,8 @@ func (op *collOp) canAdvanceShm(e *collEngine) bool {
 		return op.subEv.s.complete()
 	}
 	switch {
+	case op.small:
+		return op.smallReady(st)
 	case op.kind == kindBcast && op.me == op.root:
 		return op.rootReady(st)
 	case op.kind == kindBcast:

@@ -11,7 +11,7 @@ import (
 // their own 64-byte lines, every atomic word 8-byte aligned inside its
 // line, the ring's chunks inside the area, and views that fit every line.
 func TestCollAreaLayout(t *testing.T) {
-	for name, off := range map[string]int{"slots": offSlots, "ring": offRing, "ring buffers": offRingBuf} {
+	for name, off := range map[string]int{"slots": offSlots, "ring": offRing, "ring buffers": offRingBuf, "contributions": offSmall, "contribution stride": smallStride} {
 		if off%64 != 0 {
 			t.Errorf("%s at %d: not 64-byte aligned", name, off)
 		}
@@ -21,6 +21,9 @@ func TestCollAreaLayout(t *testing.T) {
 	}
 	if offRing < offSlots+collSlots*lineBytes || offRingBuf < offRing+(1+ringSlots)*lineBytes {
 		t.Errorf("parts overlap: lines end at %d, ring at %d, its buffers at %d", offSlots+collSlots*lineBytes, offRing, offRingBuf)
+	}
+	if offSmall < offRingBuf+ringSlots*ringChunk || smallLines > collSlots || smallMax%64 != 0 {
+		t.Errorf("contributions at %d overlap the ring (ends at %d), or %d of %d lines, %d-byte buffers", offSmall, offRingBuf+ringSlots*ringChunk, smallLines, collSlots, smallMax)
 	}
 	if collEnd > smp.CollAreaSize {
 		t.Errorf("the layout ends at %d, past the %d-byte area", collEnd, smp.CollAreaSize)
@@ -49,6 +52,18 @@ func TestCollAreaLayout(t *testing.T) {
 	rg := ringAt(area)
 	if len(rg.buf) != ringSlots*ringChunk {
 		t.Errorf("ring buffer of %d bytes, want %d", len(rg.buf), ringSlots*ringChunk)
+	}
+	for s := 0; s < smallLines; s++ {
+		v := smallAt(area, s)
+		v.done.Store(uint64(s + 1))
+		v.size[1].Store(uint64(s + 2))
+		v.buf[1][smallMax-1] = byte(s + 3)
+	}
+	for s := 0; s < smallLines; s++ {
+		v := smallAt(area, s)
+		if v.done.Load() != uint64(s+1) || v.size[1].Load() != uint64(s+2) || v.buf[1][smallMax-1] != byte(s+3) || v.size[0].Load() != 0 {
+			t.Fatalf("contribution part %d overlaps another", s)
+		}
 	}
 	rg.done[ringSlots-1].Store(7)
 	if rg.tag.Load() != 0 || rg.fill.Load() != 0 || lineAt(area, collSlots-1).arrive.Load() != collSlots {

@@ -342,7 +342,9 @@ func TestShmHierarchical(t *testing.T) {
 
 // TestShmBarrierRankDies: rank 1 of 3 is killed while ranks 0 and 2 wait
 // for it in a shared-memory barrier (its flag never changes): their waits
-// fail naming it and the job ends, within seconds.
+// fail naming it (and a member not arrived: rank 1, or the other survivor
+// if that one had not reached the barrier yet) and the job ends, within
+// seconds.
 func TestShmBarrierRankDies(t *testing.T) {
 	if os.Getenv(envConduit) == "loop" {
 		t.Skipf("%s=loop: dying is a process ending", envConduit)
@@ -378,7 +380,7 @@ func TestShmBarrierRankDies(t *testing.T) {
 		t.Errorf("the job's output lacks the launcher's line naming rank 1:\n%s", out)
 	}
 	for _, r := range []int{0, 2} {
-		re := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] rank %d: barrier: gex: Event.Wait: .*rank 1 .*\(pending: Event.Wait for Barrier \(peer: rank 1\)\) \(GASNET_ERR_RESOURCE\)$`, r, r))
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] rank %d: barrier: gex: Event.Wait: .*rank 1 .*\(pending: Event.Wait for Barrier \(peer: rank \d\)\) \(GASNET_ERR_RESOURCE\)$`, r, r))
 		if !re.MatchString(out) {
 			t.Errorf("rank %d's wait did not fail naming rank 1:\n%s", r, out)
 		}
@@ -391,5 +393,79 @@ func TestShmBarrierRankDies(t *testing.T) {
 	fmt.Sscan(m[1], &ns)
 	if d := ended.Sub(time.Unix(0, ns)); d > 5*time.Second {
 		t.Errorf("the job ended %v after rank 1 died, want within 5s", d)
+	}
+}
+
+// TestShmReduceInFlight: small reductions through the contribution
+// buffers, many initiated before any is waited on (each buffer is reused
+// every second one, so initiations wait for the members to finish with it),
+// ReduceToOne to rotating roots (non-roots complete at once and run ahead)
+// mixed with ReduceToAll and barriers; then a Split team that reduced is
+// destroyed and its line serves the next Split team.
+func TestShmReduceInFlight(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			conformance(t, n, jobOpts{}, func(e *rankEnv) {
+				const k = 40
+				type check struct {
+					dst, want []byte
+					root      int // -1: every rank
+				}
+				run := func(tm *gex.TM, what string) {
+					size := int(tm.QuerySize())
+					me := int(tm.QueryRank())
+					before := gex.CollShmSmallOps(tm)
+					if before < 0 {
+						e.Fatalf("%s: no contribution buffers", what)
+					}
+					var evs []gex.Event
+					var checks []check
+					for i := 0; i < k; i++ {
+						cnt := 1 + i*7%128 // up to the 1 KiB of a buffer
+						src, sum := make([]uint64, cnt), make([]uint64, cnt)
+						for j := range src {
+							src[j] = uint64(me+1) * uint64(i+j+1)
+							sum[j] = uint64(size*(size+1)/2) * uint64(i+j+1)
+						}
+						dst := make([]byte, 8*cnt)
+						var ev gex.Event
+						var err error
+						root := -1
+						switch i % 4 {
+						case 0, 2:
+							ev, err = tm.ReduceToAllNB(dst, u64s(src...), gex.DTU64, 8, cnt, gex.OPAdd, nil, nil, 0)
+						case 1:
+							root = i % size
+							ev, err = tm.ReduceToOneNB(gex.Rank(root), dst, u64s(src...), gex.DTU64, 8, cnt, gex.OPAdd, nil, nil, 0)
+						case 3:
+							ev, err = tm.BarrierNB(0)
+							dst = nil
+						}
+						e.Check(err, fmt.Sprintf("%s: collective %d", what, i))
+						evs = append(evs, ev)
+						if dst != nil && (root < 0 || root == me) {
+							checks = append(checks, check{dst, u64s(sum...), root})
+						}
+					}
+					e.Check(gex.EventWaitAll(evs, 0), what+": EventWaitAll")
+					for i, c := range checks {
+						if !bytes.Equal(c.dst, c.want) {
+							e.Fatalf("%s: reduction %d (root %d): wrong sum (first difference at byte %d)", what, i, c.root, firstDiff(c.dst, c.want))
+						}
+					}
+					if got := gex.CollShmSmallOps(tm) - before; got != 3*k/4 {
+						e.Fatalf("%s: %d reductions through the contribution buffers, want %d", what, got, 3*k/4)
+					}
+				}
+				run(e.tm, "primordial team")
+				for round := 0; round < 3; round++ {
+					sub, _, err := e.tm.Split(0, -int(e.rank), nil, gex.FlagTMNoScratch) // reversed rank order
+					e.Check(err, "Split")
+					run(sub, fmt.Sprintf("split team %d", round))
+					_, err = sub.Destroy(0)
+					e.Check(err, "Destroy")
+				}
+			})
+		})
 	}
 }

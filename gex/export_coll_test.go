@@ -46,3 +46,14 @@ func CollShmLines(c *Client) int {
 	}
 	return n
 }
+
+// CollShmSmallOps is the number of small reductions tm has run through
+// the contribution buffers (-1: it has none).
+func CollShmSmallOps(tm *TM) int {
+	tm.c.coll.mu.Lock()
+	defer tm.c.coll.mu.Unlock()
+	if st := tm.ts.shm; st != nil && st.small != nil {
+		return int(st.nsmall)
+	}
+	return -1
+}

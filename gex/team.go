@@ -509,6 +509,9 @@ func (tm *TM) Destroy(flags Flags) ([]byte, error) {
 	if n := tm.ads.Load(); n > 0 {
 		return nil, c.report(badArg(op, "team is not quiesced: %d atomic domain(s) created over it are not destroyed", n))
 	}
+	if err := c.quiesceShm(tm); err != nil { // coll_shm_small.go
+		return nil, err
+	}
 	e := &c.coll
 	e.mu.Lock()
 	ts := tm.ts
