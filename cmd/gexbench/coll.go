@@ -42,7 +42,7 @@ func collPath(c *gex.Client, n int) (long, short string) {
 		return "tcp (the barrier hierarchical: shared memory inside each host, AMs over TCP among one leader per host; other collectives as AMs)", "tcp"
 	}
 	if nb, _ := c.QueryNbrhdInfo(); len(nb) == n {
-		return "smp shm (one neighbourhood: the barrier, and broadcasts from 16 KiB, through the shared collective areas; other collectives as AMs through shared memory)", "smp-shm"
+		return "smp shm (one neighbourhood: the barrier, broadcasts from 16 KiB and reductions up to 1 KiB through the shared collective areas; the rest as AMs through shared memory)", "smp-shm"
 	}
 	return "smp AM (AMs, ranks in separate neighbourhoods)", "smp-am"
 }
