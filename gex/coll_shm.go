@@ -432,8 +432,8 @@ const spinShmIters = 64
 // a cache-line transfer; it reports whether s completed. A polite rank
 // (more ranks than CPUs) does not spin: its peers need the CPU.
 func (e *collEngine) spinShm(s *eventState) bool {
-	if e.shm.n.Load() == 0 || e.c.polite {
-		return false
+	if e.shm.n.Load() == 0 || e.c.polite || e.c.checkRestricted("Event.Wait") != nil {
+		return false // (Wait refuses restricted context: blockUntilEv says so)
 	}
 	for i := 0; i < spinShmIters; i++ {
 		e.advanceShm()
