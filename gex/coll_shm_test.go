@@ -469,3 +469,66 @@ func TestShmReduceInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestShmNoAllocs: the shared-memory collectives do not allocate once the
+// pools are warm (STYLE.md, "Budgets are tests"): the flat barrier, a small
+// reduction, a broadcast through the ring (rotating roots) on 2 ranks, and
+// the hierarchical barrier on 2 pretend hosts of 2 ranks. Every rank
+// measures the same number of calls, so the collectives match up.
+func TestShmNoAllocs(t *testing.T) {
+	t.Run("flat", func(t *testing.T) {
+		conformance(t, 2, jobOpts{}, func(e *rankEnv) {
+			e.wantPath(e.tm, "shm", "primordial team")
+			src, dst := make([]byte, 8), make([]byte, 8)
+			big, bigDst := make([]byte, 64<<10), make([]byte, 64<<10)
+			root := gex.Rank(0)
+			assertNoAllocs(e, "over 2 ranks through shared memory", 200, func(check func(error)) []allocCase {
+				return []allocCase{
+					{"BarrierNB+Wait", func() {
+						ev, err := e.tm.BarrierNB(0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"ReduceToAllNB(8 B)+Wait", func() {
+						ev, err := e.tm.ReduceToAllNB(dst, src, gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"ReduceToOneNB(8 B, alternating roots)+Wait", func() {
+						root ^= 1
+						ev, err := e.tm.ReduceToOneNB(root, dst, src, gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"BroadcastNB(64 KiB, alternating roots)+Wait", func() {
+						root ^= 1
+						ev, err := e.tm.BroadcastNB(root, bigDst, big, len(big), 0)
+						check(err)
+						check(ev.Wait())
+					}},
+				}
+			})
+		})
+	})
+	t.Run("hier", func(t *testing.T) {
+		if raceEnabled {
+			// sync.Pool drops a quarter of its items under the race
+			// detector, and the loop job's four ranks share one
+			// allocation counter: the events of six barriers per call
+			// add up to whole allocations.
+			t.Skip("allocation counts are not exact under the race detector with four ranks in one process")
+		}
+		conformance(t, 4, jobOpts{hosts: []string{"a", "a", "b", "b"}}, func(e *rankEnv) {
+			e.wantPath(e.tm, "shm-hier", "primordial team")
+			assertNoAllocs(e, "over 2 hosts of 2 ranks", 100, func(check func(error)) []allocCase {
+				return []allocCase{
+					{"BarrierNB+Wait", func() {
+						ev, err := e.tm.BarrierNB(0)
+						check(err)
+						check(ev.Wait())
+					}},
+				}
+			})
+		})
+	})
+}
