@@ -119,7 +119,8 @@ fadd-u32, fadd-flood-u64, vis-{vector,indexed,strided}-{put,get}, am-Short,
 am-Medium, am-Long, barrier-Barrier, bcast-Broadcast, bcast-Broadcast-seg
 (source in the root's segment), reduce-ReduceToAll, reduce-ReduceToOne; the references copy, move8 and xadd64 have path
 local; the floors floor-pingpong (size 8) and floor-flagbarrier (size 0) have path shm
-(rows of am, barrier and floor; absent where rank 1's segment is not mapped). size: bytes (0 for Short AMs and barriers). metric: avg, median, min
+(rows of am, barrier and floor; absent where rank 1's segment is not mapped).
+size: bytes (0 for Short AMs and barriers). metric: avg, median, min
 (latency, unit us), median, best (bandwidth MB/s; rates Mops/s), bw (the
 collectives' bandwidth at the median time, MB/s). -plot FILE.svg draws the
 medians (bw for collectives) against the size, log axes, one line per bench
