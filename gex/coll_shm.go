@@ -27,7 +27,9 @@ import (
 //
 //	+0   team id (0: free); the owner clears it before it reuses the line
 //	+8   arrive: (seq+1)<<8 | kind of the last collective the owner started here
-//	+16  release: seq+1 of the last hierarchical barrier its group leader released
+//	+16  release: seq+1 of the last hierarchical barrier its group leader
+//	     released; on flat teams the count of small operations the owner
+//	     completed (coll_shm_small.go)
 //	+24  named-barrier record, parity 0: (seq+1)<<32 | flags, then id at +32
 //	+40  the same, parity 1 (+40, +48)
 //	+56  merged: the leader's merged flags<<32 | id for its group
@@ -183,9 +185,6 @@ func (e *collEngine) claimLine(id uint64) int {
 			e.shm.slots[s] = true
 			v := lineAt(e.shm.areas.CollArea(e.c.rank), s)
 			v.id.Store(0)
-			if s < smallLines {
-				smallAt(e.shm.areas.CollArea(e.c.rank), s).done.Store(0)
-			}
 			v.arrive.Store(0)
 			v.release.Store(0)
 			v.merged.Store(0)

@@ -1,6 +1,7 @@
 package gex
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/gexgo/gexgo/internal/conduit/smp"
@@ -22,7 +23,7 @@ func TestCollAreaLayout(t *testing.T) {
 	if offRing < offSlots+collSlots*lineBytes || offRingBuf < offRing+(1+ringSlots)*lineBytes {
 		t.Errorf("parts overlap: lines end at %d, ring at %d, its buffers at %d", offSlots+collSlots*lineBytes, offRing, offRingBuf)
 	}
-	if offSmall < offRingBuf+ringSlots*ringChunk || smallLines > collSlots || smallMax%64 != 0 {
+	if offSmall < offRingBuf+ringSlots*ringChunk || smallLines > collSlots || smallPart%64 != 0 || smallPart < 8+smallMax {
 		t.Errorf("contributions at %d overlap the ring (ends at %d), or %d of %d lines, %d-byte buffers", offSmall, offRingBuf+ringSlots*ringChunk, smallLines, collSlots, smallMax)
 	}
 	if collEnd > smp.CollAreaSize {
@@ -55,14 +56,17 @@ func TestCollAreaLayout(t *testing.T) {
 	}
 	for s := 0; s < smallLines; s++ {
 		v := smallAt(area, s)
-		v.done.Store(uint64(s + 1))
-		v.size[1].Store(uint64(s + 2))
+		binary.LittleEndian.PutUint64(v.size[1], uint64(s+2))
 		v.buf[1][smallMax-1] = byte(s + 3)
+		v.buf[0][smallMax-1] = byte(s + 4)
 	}
 	for s := 0; s < smallLines; s++ {
 		v := smallAt(area, s)
-		if v.done.Load() != uint64(s+1) || v.size[1].Load() != uint64(s+2) || v.buf[1][smallMax-1] != byte(s+3) || v.size[0].Load() != 0 {
+		if binary.LittleEndian.Uint64(v.size[1]) != uint64(s+2) || v.buf[1][smallMax-1] != byte(s+3) || v.buf[0][smallMax-1] != byte(s+4) || binary.LittleEndian.Uint64(v.size[0]) != 0 {
 			t.Fatalf("contribution part %d overlaps another", s)
+		}
+		if v.done != lineAt(area, s).release {
+			t.Fatalf("line %d: the done count is not the team line's release word", s)
 		}
 	}
 	rg.done[ringSlots-1].Store(7)

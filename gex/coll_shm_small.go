@@ -1,6 +1,7 @@
 package gex
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 
 	"github.com/gexgo/gexgo/internal/shm"
@@ -11,9 +12,12 @@ import (
 // memory").
 //
 // Each of the first smallLines team lines of a rank's collective area has
-// a contribution part: a line with the count of the team's small
-// operations the owner has completed ("done") and the size written in each
-// of two buffers, then the two buffers of smallMax bytes. A member
+// a contribution part: two buffers, each a size word followed by up to
+// smallMax bytes (an 8-byte contribution shares the size's cache line).
+// The count of the team's small operations the owner has completed
+// ("done") is the team line's release word, which only hierarchical teams
+// use otherwise (and they have no small operations): a member reading a
+// peer's arrive word reads its done count in the same line. A member
 // writes its contribution into buffer ord&1 (ord: the operation's number
 // among the team's small operations, the same on every member), then
 // announces the call in its team line; the members that need the result
@@ -30,25 +34,27 @@ import (
 const (
 	smallLines  = 16
 	smallMax    = 1 << 10
-	smallStride = lineBytes + 2*smallMax
-
-	smallDone = 0 // + 8*(1+parity): the size written in that buffer
+	smallPart   = (8 + smallMax + lineBytes - 1) / lineBytes * lineBytes // size word, then the bytes
+	smallStride = 2 * smallPart
 )
 
-// smallView is one member's contribution part.
+// smallView is one member's contribution part. The size words are plain
+// memory, not atomics: the owner writes them before its arrive word (an
+// atomic store) and readers read them after loading it, which orders them
+// (an atomic store here would stall until the line is owned).
 type smallView struct {
 	done *atomic.Uint64
-	size [2]*atomic.Uint64
+	size [2][]byte // 8 bytes, little-endian
 	buf  [2][]byte
 }
 
 func smallAt(area []byte, slot int) smallView {
 	o := offSmall + slot*smallStride
-	v := smallView{done: shm.Uint64At(area, o+smallDone)}
+	v := smallView{done: shm.Uint64At(area, offSlots+slot*lineBytes+lineRelease)}
 	for p := 0; p < 2; p++ {
-		v.size[p] = shm.Uint64At(area, o+8*(1+p))
-		b := o + lineBytes + p*smallMax
-		v.buf[p] = area[b : b+smallMax : b+smallMax]
+		b := o + p*smallPart
+		v.size[p] = area[b : b+8 : b+8]
+		v.buf[p] = area[b+8 : b+8+smallMax : b+8+smallMax]
 	}
 	return v
 }
@@ -80,7 +86,7 @@ func (op *collOp) writeSmall(st *shmTeam) {
 	p := op.ord & 1
 	v := st.small[op.me]
 	copy(v.buf[p][:op.nbytes], op.acc)
-	v.size[p].Store(uint64(op.nbytes))
+	binary.LittleEndian.PutUint64(v.size[p], uint64(op.nbytes))
 }
 
 // awaitSmallBuffer waits, before a small operation of tm is initiated,
@@ -144,7 +150,7 @@ func (op *collOp) fold(st *shmTeam) {
 	left, right := op.acc, op.slots[0].buf
 	for r := 0; r < op.n; r++ {
 		v := st.small[r]
-		if sz := int(v.size[p].Load()); sz != n {
+		if sz := binary.LittleEndian.Uint64(v.size[p]); sz != uint64(n) {
 			op.fail(badArg("Coll", "%v: rank %d contributes %d bytes where this rank expects %d: arguments are not single-valued", op.kind, r, sz, n))
 			return
 		}
