@@ -17,8 +17,11 @@ import (
 // the parent's id and sequence number at creation (team.go), so members agree
 // on them without communicating.
 //
-// All traffic is library AMs through the conduit (hColl, Medium requests), so a
-// conduit that moves AMs carries the collectives too: within a neighbourhood
+// Where a team's members share memory, the barrier, large broadcasts and
+// small reductions run on flags and buffers in the ranks' collective areas
+// instead (coll_shm.go, coll_shm_small.go). Everything else is library AMs
+// through the conduit (hColl, Medium requests), so a conduit that moves AMs
+// carries the collectives too: within a neighbourhood
 // they travel through the shared-memory rings and payload pools of the smp
 // conduit, between hosts over the network. Handlers only record what arrived:
 // an AM handler must not send requests. Whatever an arrival makes possible
