@@ -230,6 +230,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.coll.init(c)
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm
+	c.coll.initShm() // before the barrier below: peers read line 0 after it
 	c.reqTok.c, c.repTok.c, c.held.tok.c = c, c, c
 	for _, set := range [][]AMEntry{c.rmaHandlers(), c.collHandlers(), c.visHandlers(), c.memsetHandlers(), c.segHandlers()} {
 		for _, e := range set {
@@ -402,13 +403,17 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 			idle = 0
 			continue
 		}
+		// Collectives advance first: a shared-memory one may complete
+		// from flags a rank wrote before it left.
+		if c.coll.progress(); cond() {
+			continue
+		}
 		// Nothing more arrived: a rank that left fails the wait now
 		// (what it sent before it left has been delivered).
 		if err := c.faultErr(op); err != nil {
 			return err
 		}
 		c.expireHeld()
-		c.coll.progress()
 		idle++
 		if c.done != nil && idle%64 == 0 {
 			select {
@@ -423,14 +428,14 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 				runtime.Gosched()
 			}
 		case WaitBlock:
-			c.cd.Sleep(sleepCap)
+			c.sleep(cond)
 		default:
 			if idle < c.spinPolls {
 				if c.polite || idle%32 == 0 {
 					c.yield()
 				}
 			} else {
-				c.cd.Sleep(sleepCap)
+				c.sleep(cond)
 			}
 		}
 	}

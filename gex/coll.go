@@ -17,8 +17,11 @@ import (
 // the parent's id and sequence number at creation (team.go), so members agree
 // on them without communicating.
 //
-// All traffic is library AMs through the conduit (hColl, Medium requests), so a
-// conduit that moves AMs carries the collectives too: within a neighbourhood
+// Where a team's members share memory, the barrier, large broadcasts and
+// small reductions run on flags and buffers in the ranks' collective areas
+// instead (coll_shm.go, coll_shm_small.go). Everything else is library AMs
+// through the conduit (hColl, Medium requests), so a conduit that moves AMs
+// carries the collectives too: within a neighbourhood
 // they travel through the shared-memory rings and payload pools of the smp
 // conduit, between hosts over the network. Handlers only record what arrived:
 // an AM handler must not send requests. Whatever an arrival makes possible
@@ -124,6 +127,13 @@ type collOp struct {
 	staged  int64 // bytes staged before initiation (counted in the engine's staged)
 	forward bool
 	viaMap  bool // broadcast through the root's mapped segment (root side)
+
+	shm    bool    // runs through the collective areas (coll_shm.go)
+	small  bool    // a reduction through the contribution buffers (coll_shm_small.go)
+	ord    uint32  // its number among the team's small operations
+	sub    *collOp // hierarchical barrier: the leaders' AM barrier in flight
+	subEv  Event   // its event
+	parent *collOp // the hierarchical barrier this leaders' barrier serves
 }
 
 // teamState is a team's collective state, keyed by team id in the engine.
@@ -139,6 +149,7 @@ type teamState struct {
 	active    int // operations initiated here and not complete
 	ops       map[uint32]*collOp
 	legacy    atomic.Bool // a GASNet-1 barrier is in progress (gasnet1.go)
+	shm       *shmTeam    // shared-memory state, or nil (coll_shm.go)
 }
 
 // collSend is a message progress() has to inject.
@@ -167,6 +178,7 @@ type collEngine struct {
 	bufs     [24][][]byte // pooled buffers by size class (1<<6 .. 1<<29)
 	stale    atomic.Uint64
 	staged   int64 // bytes staged for operations not yet initiated here (under mu)
+	shm      shmState
 }
 
 func (e *collEngine) init(c *Client) {
@@ -444,6 +456,9 @@ func (e *collEngine) launch(op *collOp) Event {
 // progress runs the operations that have work, one goroutine at a time. It
 // must not run in handler context (it sends requests).
 func (e *collEngine) progress() {
+	if e.shm.n.Load() != 0 {
+		e.advanceShm()
+	}
 	for e.hasReady.Load() {
 		if !e.run.TryLock() {
 			return // the holder re-checks hasReady after unlocking
@@ -538,6 +553,9 @@ func (e *collEngine) finish(op *collOp) {
 	ts := op.ts
 	delete(ts.ops, op.seq)
 	ts.active--
+	if p := op.parent; p != nil {
+		p.id, p.bflags = op.id, op.bflags // read once the event completed
+	}
 	ev, err := op.ev, op.err
 	e.release(op)
 	ev.done(err)

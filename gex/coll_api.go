@@ -52,6 +52,17 @@ func (tm *TM) BarrierNB(flags Flags) (Event, error) {
 // barrier initiates a barrier with a GASNet-1 style id and flags word.
 func (e *collEngine) barrier(tm *TM, id int32, bflags uint32) Event {
 	e.mu.Lock()
+	return e.barrierLocked(tm, id, bflags)
+}
+
+// barrierLocked is barrier with mu held (released here): through the
+// collective areas where the team has them, else AMs.
+func (e *collEngine) barrierLocked(tm *TM, id int32, bflags uint32) Event {
+	if tm.ts.shm != nil {
+		op := e.startShm(tm, kindBarrier)
+		op.id, op.bflags = id, bflags
+		return e.launchShm(op)
+	}
 	op, _ := e.start(tm, kindBarrier)
 	op.id, op.bflags = id, bflags
 	return e.launch(op)
@@ -81,6 +92,21 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 	}
 	e := &c.coll
 	e.mu.Lock()
+	if tm.useShmBcast(nbytes) {
+		op := e.startShm(tm, kindBcast)
+		op.root, op.dst, op.nbytes = int(root), dst[:nbytes], nbytes
+		if tm.rank == root {
+			op.src = src[:nbytes]
+			if off, ok := op.useDirect(c, op.src); ok {
+				op.viaMap = true
+				op.slots[slotDirect].segOff = off
+			}
+			if &dst[0] == &src[0] {
+				op.dst = nil // the root's own copy is done
+			}
+		}
+		return e.launchShm(op), nil
+	}
 	op, _ := e.start(tm, kindBcast)
 	op.root, op.dst, op.nbytes = int(root), dst, nbytes
 	if tm.rank == root {
@@ -155,7 +181,7 @@ func (tm *TM) ReduceToOneNB(root Rank, dst, src []byte, dt DT, dtSize, dtCount i
 	if err := reduceArgs(c, opName, dst, src, dt, dtSize, dtCount, op, fn, tm.rank == root); err != nil {
 		return EventInvalid, c.report(err)
 	}
-	return c.coll.reduce(tm, kindReduceOne, int(root), dst, src, dt, dtSize, dtCount, op, fn, cdata), nil
+	return c.coll.reduce(tm, kindReduceOne, int(root), dst, src, dt, dtSize, dtCount, op, fn, cdata)
 }
 
 // ReduceToAllNB implements gex_Coll_ReduceToAllNB: as ReduceToOneNB, with the
@@ -173,11 +199,20 @@ func (tm *TM) ReduceToAllNB(dst, src []byte, dt DT, dtSize, dtCount int, op OP, 
 	if err := reduceArgs(c, opName, dst, src, dt, dtSize, dtCount, op, fn, true); err != nil {
 		return EventInvalid, c.report(err)
 	}
-	return c.coll.reduce(tm, kindReduceAll, 0, dst, src, dt, dtSize, dtCount, op, fn, cdata), nil
+	return c.coll.reduce(tm, kindReduceAll, 0, dst, src, dt, dtSize, dtCount, op, fn, cdata)
 }
 
-func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt DT, dtSize, dtCount int, op OP, fn ReduceFn, cdata any) Event {
+func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt DT, dtSize, dtCount int, op OP, fn ReduceFn, cdata any) (Event, error) {
 	n := dtSize * dtCount
+	if tm.useShmSmall(n) {
+		if err := e.awaitSmallBuffer(tm); err != nil {
+			return EventInvalid, err
+		}
+		e.mu.Lock()
+		o := e.reduceShm(tm, kind, root, dst, src, n)
+		o.dt, o.dtSize, o.op, o.fn, o.cdata = dt, dtSize, op, fn, cdata
+		return e.launchShm(o), nil
+	}
 	e.mu.Lock()
 	o, _ := e.start(tm, kind)
 	o.root, o.dst, o.nbytes = root, dst, n
@@ -185,7 +220,7 @@ func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt
 	o.nchild = reduceChildren(o.me, o.n)
 	o.acc = e.getBuf(n)
 	copyMapped(o.acc, src[:n])
-	return e.launch(o)
+	return e.launch(o), nil
 }
 
 // gather collects nbytes of src from every member into dst (n*nbytes) on rank

@@ -44,28 +44,37 @@ func TestCollBarrierOrdering(t *testing.T) {
 					if raceEnabled {
 						iters = 60
 					}
-					peerBase := make([]gex.Addr, n)
-					for r := range peerBase {
-						bs, ev, err := e.tm.QueryBoundSegmentNB(gex.Rank(r), 0)
-						e.wait(ev, err, "QueryBoundSegmentNB")
-						peerBase[r] = bs.Owner
-					}
-					e.collBarrier(e.tm)
-					own := e.seg.Bytes()
-					for k := 1; k <= iters; k++ {
-						d := 1 + k%max(1, n-1)
-						right := (int(e.rank) + d) % n
-						var v [8]byte
-						binary.LittleEndian.PutUint64(v[:], uint64(k))
-						e.Check(e.tm.PutBlocking(gex.Rank(right), peerBase[right]+gex.Addr(8*(k%4)), v[:], 0), "PutBlocking")
-						e.collBarrier(e.tm)
-						if got := binary.LittleEndian.Uint64(own[8*(k%4):]); got != uint64(k) {
-							e.Fatalf("after barrier %d: slot holds %d, want %d (a rank left the barrier early)", k, got, k)
-						}
-					}
+					barrierOrdering(e, iters)
 				})
 			}
 		})
+	}
+}
+
+// barrierOrdering: before barrier k each rank puts k into slot k%4 of its
+// right neighbour at distance d (varying with k); after it, each rank must
+// find k in its own slot. A rank leaving a barrier early would read a stale
+// value.
+func barrierOrdering(e *rankEnv, iters int) {
+	n := int(e.size)
+	peerBase := make([]gex.Addr, n)
+	for r := range peerBase {
+		bs, ev, err := e.tm.QueryBoundSegmentNB(gex.Rank(r), 0)
+		e.wait(ev, err, "QueryBoundSegmentNB")
+		peerBase[r] = bs.Owner
+	}
+	e.collBarrier(e.tm)
+	own := e.seg.Bytes()
+	for k := 1; k <= iters; k++ {
+		d := 1 + k%max(1, n-1)
+		right := (int(e.rank) + d) % n
+		var v [8]byte
+		binary.LittleEndian.PutUint64(v[:], uint64(k))
+		e.Check(e.tm.PutBlocking(gex.Rank(right), peerBase[right]+gex.Addr(8*(k%4)), v[:], 0), "PutBlocking")
+		e.collBarrier(e.tm)
+		if got := binary.LittleEndian.Uint64(own[8*(k%4):]); got != uint64(k) {
+			e.Fatalf("after barrier %d: slot holds %d, want %d (a rank left the barrier early)", k, got, k)
+		}
 	}
 }
 

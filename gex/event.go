@@ -160,7 +160,7 @@ func (e Event) wait() error {
 	if err := e.check("Event.Wait"); err != nil {
 		return err
 	}
-	if !e.s.complete() {
+	if !e.s.complete() && !e.s.c.coll.spinShm(e.s) {
 		if err := e.s.c.blockUntilEv("Event.Wait", e.s, e.s.complete); err != nil {
 			return err
 		}

@@ -93,9 +93,7 @@ func (tm *TM) BarrierNamedNB(id int32, flags uint32) (Event, error) {
 		return EventInvalid, c.report(badArg(opName, "%d GASNet-EX collective(s) over the primordial team are not complete (GASNet-EX: they must be complete before a GASNet-1 barrier over the same team is initiated)", n))
 	}
 	tm.ts.legacy.Store(true)
-	op, _ := e.start(tm, kindBarrier)
-	op.id, op.bflags = id, flags
-	return e.launch(op), nil
+	return e.barrierLocked(tm, id, flags), nil
 }
 
 // BarrierNamedEnd closes the GASNet-1 barrier phase that BarrierNamedNB

@@ -191,6 +191,22 @@ func (tm *TM) Split(color, key int, scratch []byte, flags Flags) (*TM, uintptr, 
 	c.coll.mu.Lock()
 	seq := tm.ts.next
 	c.coll.mu.Unlock()
+	// A joining member offers a line of its collective area for the new
+	// team (bytes 20-23: line+1, 0 for none): with every member's line
+	// known, the team's collectives can run through shared memory
+	// (coll_shm.go).
+	id := deriveID(tm.id, seq, 's', nil, int64(color))
+	line := -1
+	if join {
+		line = c.coll.claimLine(id)
+		binary.LittleEndian.PutUint32(mine[20:], uint32(line+1))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.coll.freeLine(line)
+		}
+	}()
 	if err := c.coll.gather(tm, table, mine[:], splitRec); err != nil {
 		return nil, 0, err
 	}
@@ -210,6 +226,7 @@ func (tm *TM) Split(color, key int, scratch []byte, flags Flags) (*TM, uintptr, 
 		parent Rank
 	}
 	var ms []member
+	var lines []int // by parent rank order, then permuted with ms
 	var noScratch, scratchLen = fl & 2, uint64(len(scratch))
 	for r := 0; r < n; r++ {
 		rec := table[r*splitRec:]
@@ -223,6 +240,11 @@ func (tm *TM) Split(color, key int, scratch []byte, flags Flags) (*TM, uintptr, 
 			return nil, 0, c.report(badArg(op, "scratch size must be single-valued over the new team: rank %d of the parent granted %d bytes, this rank %d", r, l, scratchLen))
 		}
 		ms = append(ms, member{int64(binary.LittleEndian.Uint64(rec[8:])), Rank(r)})
+		lines = append(lines, int(binary.LittleEndian.Uint32(rec[20:]))-1)
+	}
+	lineOf := make(map[Rank]int, len(ms))
+	for i, m := range ms {
+		lineOf[m.parent] = lines[i]
 	}
 	slices.SortStableFunc(ms, func(a, b member) int {
 		if a.key != b.key {
@@ -241,7 +263,17 @@ func (tm *TM) Split(color, key int, scratch []byte, flags Flags) (*TM, uintptr, 
 			me = Rank(i)
 		}
 	}
-	nt := c.newTeam(tm, deriveID(tm.id, seq, 's', nil, int64(color)), members, me)
+	nt := c.newTeam(tm, id, members, me)
+	slots := make([]int, len(ms))
+	for i, m := range ms {
+		slots[i] = lineOf[m.parent]
+	}
+	if st := c.coll.newShmTeam(nt, id, slots); st != nil {
+		c.coll.mu.Lock()
+		nt.ts.shm = st
+		c.coll.mu.Unlock()
+		ok = true
+	}
 	// GEX_FLAG_TM_NO_SCRATCH on Split is a hint: the team "will not perform
 	// any significant collectives, and its use otherwise will most likely
 	// degrade the performance of collectives" - collectives still work.
@@ -477,6 +509,9 @@ func (tm *TM) Destroy(flags Flags) ([]byte, error) {
 	if n := tm.ads.Load(); n > 0 {
 		return nil, c.report(badArg(op, "team is not quiesced: %d atomic domain(s) created over it are not destroyed", n))
 	}
+	if err := c.quiesceShm(tm); err != nil { // coll_shm_small.go
+		return nil, err
+	}
 	e := &c.coll
 	e.mu.Lock()
 	ts := tm.ts
@@ -492,6 +527,7 @@ func (tm *TM) Destroy(flags Flags) ([]byte, error) {
 		e.mu.Unlock()
 		return nil, c.report(badArg(op, "tm was destroyed"))
 	}
+	e.dropShmTeam(ts)
 	delete(e.teams, ts.id)
 	e.mu.Unlock()
 	return tm.scratch, nil

@@ -573,14 +573,20 @@ func TestTeamErrors(t *testing.T) {
 		// Quiescence: a collective in flight or a live atomic domain.
 		tm, _, err := e.tm.Split(0, 0, seg[:4096], 0)
 		e.Check(err, "Split")
-		ev, err := tm.BarrierNB(0)
-		e.Check(err, "BarrierNB")
+		var ev gex.Event
 		if e.rank == 0 {
-			// Rank 1 has not called the barrier yet, so it cannot complete.
+			ev, err = tm.BarrierNB(0)
+			e.Check(err, "BarrierNB")
+			// Rank 1 calls the barrier only after the test's barrier
+			// below, so it cannot complete yet.
 			_, err = tm.Destroy(0)
 			bad("Destroy with a barrier in flight", err)
+			e.Barrier()
+		} else {
+			e.Barrier()
+			ev, err = tm.BarrierNB(0)
+			e.Check(err, "BarrierNB")
 		}
-		e.Barrier()
 		e.Check(ev.Wait(), "barrier Wait")
 		ad, err := gex.ADCreate[uint64](tm, gex.DTU64, gex.OPAdd, 0)
 		e.Check(err, "ADCreate")

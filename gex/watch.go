@@ -243,6 +243,12 @@ func (s *eventState) describe() string {
 func (e *collEngine) waitingOn(op *collOp) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if op.shm {
+		if op.sub == nil {
+			return op.shmWaitingOn()
+		}
+		op = op.sub // a leader in the network phase of a hierarchical barrier
+	}
 	if op.kind != kindBarrier || op.n <= 1 || 1<<op.step >= op.n || op.ts.tm == nil {
 		return -1
 	}

@@ -100,5 +100,6 @@ func (b *bench) amRoundTrips(st *amState) (*results, error) {
 		fmt.Fprintf(&res.table, "%-8s %10s %14s %14s %14s\n", ac.cat, sizeName(ac.size), durName(s.avg), durName(s.median), durName(s.min))
 		res.latRows("am-"+ac.cat, short, ac.size, s)
 	}
+	cfg.floor.rows(res)
 	return res, nil
 }

@@ -39,10 +39,10 @@ func (cfg *config) collIters(size int) int {
 // collPath names how the collectives' messages travel.
 func collPath(c *gex.Client, n int) (long, short string) {
 	if c.QueryMyPosition().HostSetSize > 1 {
-		return "tcp (AMs over TCP between hosts, shared memory inside each)", "tcp"
+		return "tcp (the barrier hierarchical: shared memory inside each host, AMs over TCP among one leader per host; other collectives as AMs)", "tcp"
 	}
 	if nb, _ := c.QueryNbrhdInfo(); len(nb) == n {
-		return "smp AM (AMs through shared memory, one neighbourhood)", "smp-am"
+		return "smp shm (one neighbourhood: the barrier, broadcasts from 16 KiB and reductions up to 1 KiB through the shared collective areas; the rest as AMs through shared memory)", "smp-shm"
 	}
 	return "smp AM (AMs, ranks in separate neighbourhoods)", "smp-am"
 }
@@ -135,6 +135,7 @@ func measureColl(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, stdou
 		fmt.Fprintf(&res.table, "%-44s %10s %8d %12s %12s %12s %12s\n", cb.name, sizeName(cb.size), iters, durName(st.avg), durName(st.median), durName(st.min), gbs)
 		res.latRows(cfg.bench+"-"+opTag(cb.name), short, cb.size, st)
 	}
+	cfg.floor.rows(res)
 	if err := checkColl(tm, n); err != nil {
 		return err
 	}

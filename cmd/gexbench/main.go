@@ -45,7 +45,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce|rawtcp [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce|rawtcp|floor [flags]"
 
 const usageHead = synopsis + `
        gexbench -compare A.csv[,B.csv...] -plot FILE.svg [-title T]   (no job: plot earlier runs)
@@ -79,8 +79,15 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
   am      Active Message round trips, as testam: a Short, then Mediums and Longs
           (into rank 1's segment) of the swept sizes up to the AM limits, each
           answered from the handler by a reply of the same kind (-iters default
-          20000)
-  barrier BarrierNB + Wait over all ranks of the job, back to back
+          20000); with the cache-line ping-pong floor of the same run (floor)
+  barrier BarrierNB + Wait over all ranks of the job, back to back; with the
+          two-process flag barrier floor of the same run (below)
+  floor   the shared-memory floors alone, between ranks 0 and 1 (no gexgo call
+          in the loop; sync/atomic on a word of rank 0's segment, which rank 1
+          maps): a cache-line ping-pong round trip (printed with am as its
+          reference) and a two-process flag barrier (each rank stores the
+          barrier's number in its own line and spins until the other's holds
+          it; printed with barrier). -iters sets the operations (default 200000)
   rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
           a one-way stream (writes of 64 KiB and 1 MiB) on plain non-blocking
           sockets between ranks 0 and 1, busy-polled, no gexgo in the path
@@ -100,7 +107,8 @@ rank 1's segment is mapped into rank 0 (same neighbourhood, the default on one
 machine: an RMA is a copy, an atomic a CPU atomic); "smp AM" / smp-am when it
 is not (GASNET_SUPERNODE_MAXSIZE=1 selects the AM reference protocol); "tcp" /
 tcp when rank 1 is on another host (GEX_CONDUIT=tcp, gexrun --hosts or
---pretend-hosts). The collectives' path is smp-am or tcp.
+--pretend-hosts). The collectives' path is smp-shm (every rank in one
+neighbourhood: the shared collective areas, docs/coll.md), smp-am or tcp.
 
   GASNET_SUPERNODE_MAXSIZE=1 gexrun -n 2 -x GASNET_SUPERNODE_MAXSIZE gexbench put
 
@@ -110,7 +118,9 @@ then one row per figure. bench: put, get, flood-put, flood-get, fadd-u64,
 fadd-u32, fadd-flood-u64, vis-{vector,indexed,strided}-{put,get}, am-Short,
 am-Medium, am-Long, barrier-Barrier, bcast-Broadcast, bcast-Broadcast-seg
 (source in the root's segment), reduce-ReduceToAll, reduce-ReduceToOne; the references copy, move8 and xadd64 have path
-local. size: bytes (0 for Short AMs and barriers). metric: avg, median, min
+local; the floors floor-pingpong (size 8) and floor-flagbarrier (size 0) have path shm
+(rows of am, barrier and floor; absent where rank 1's segment is not mapped).
+size: bytes (0 for Short AMs and barriers). metric: avg, median, min
 (latency, unit us), median, best (bandwidth MB/s; rates Mops/s), bw (the
 collectives' bandwidth at the median time, MB/s). -plot FILE.svg draws the
 medians (bw for collectives) against the size, log axes, one line per bench
@@ -137,9 +147,10 @@ type config struct {
 	reuse      bool
 	csv        bool
 	cpuprofile string
-	plot       string // -plot FILE.svg (plot.go)
-	compare    string // -compare A.csv,B.csv
-	api        string // "ex" or "gasnet1" (gasnet1.go)
+	plot       string      // -plot FILE.svg (plot.go)
+	compare    string      // -compare A.csv,B.csv
+	api        string      // "ex" or "gasnet1" (gasnet1.go)
+	floor      *floorStats // the floors measured in this run (floor.go)
 }
 
 // errUsage reports a bad command line (exit code 2); the message has been
@@ -242,7 +253,7 @@ func (cfg *config) startProfile() (stop func(), err error) {
 }
 
 // benches are the benchmark names.
-var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce", "rawtcp"}
+var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce", "rawtcp", "floor"}
 
 // collective reports whether the benchmark runs on every rank.
 func (cfg *config) collective() bool {
@@ -409,6 +420,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := barrier(); err != nil {
 		return fail(err)
 	}
+	if cfg.floorsFor() {
+		if cfg.floor, err = runFloors(&cfg, tm, seg, barrier); err != nil {
+			return fail(err)
+		}
+	}
 
 	// Rank 0 measures while every other rank polls in the barrier, so the
 	// AM path's requests to rank 1 are served.
@@ -418,6 +434,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		benchErr = measureColl(&cfg, c, tm, seg, stdout)
 	case cfg.bench == "rawtcp":
 		benchErr = rawTCP(&cfg, c, tm, &rawAddr, stdout)
+	case cfg.bench == "floor":
+		benchErr = floorOnly(&cfg, c, tm, cfg.floor, stdout)
 	case me == 0:
 		benchErr = measure(&cfg, c, tm, seg, ads, am, stdout)
 	}

@@ -191,6 +191,7 @@ type Conduit struct {
 	closeOnce sync.Once
 
 	live liveness // peers that leave the job early (liveness.go)
+	coll [][]byte // collective areas by rank (coll.go)
 }
 
 var _ conduit.Conduit = (*Conduit)(nil)
@@ -218,6 +219,9 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 		return nil, err
 	}
 	if err := c.setupRegions(); err != nil {
+		return nil, err
+	}
+	if err := c.setupColl(); err != nil { // coll.go
 		return nil, err
 	}
 	if r := cfg.Remote; r != nil {

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/gexgo/gexgo/gex"
+	"github.com/gexgo/gexgo/internal/shm"
+)
+
+// The floors: what the hardware does between ranks 0 and 1 through shared
+// memory with no gexgo call in the loop, measured in the same run as the
+// figures they bound (gexbench am, barrier, floor).
+//
+//   - cache-line ping-pong: rank 0 stores an odd value in a word of its
+//     segment, rank 1 (which maps that segment) answers with the value + 1,
+//     rank 0 waits for it: one round trip of a cache line, the floor under
+//     an AM round trip.
+//   - flag barrier: ranks 0 and 1 each store the barrier's number in their
+//     own line and wait until the other's line holds it: the floor under a
+//     2-rank barrier.
+//
+// Both spin with plain sync/atomic loads and stores (yielding the CPU only
+// after a long wait, so that a loaded machine cannot starve the peer).
+
+// Offsets of the floors' words in rank 0's segment (own cache lines).
+const (
+	floorPing  = 0
+	floorFlag0 = 64
+	floorFlag1 = 128
+	floorBytes = 192
+	floorStop  = ^uint64(0) // ping word: rank 1 stops answering
+	floorIters = 200000
+)
+
+// floorStats are the floors of one run; ok is false where ranks 0 and 1 do
+// not share memory (why says so).
+type floorStats struct {
+	ping, flag latStats
+	ok         bool
+	why        string
+}
+
+// floorsFor reports whether the benchmark prints floors.
+func (cfg *config) floorsFor() bool {
+	return cfg.bench == "am" || cfg.bench == "barrier" || cfg.bench == "floor"
+}
+
+// runFloors measures the floors on ranks 0 and 1; the other ranks only take
+// part in the barriers. barrier is gexbench's AM barrier over all ranks.
+// Rank 0's figures are returned (rank 1 measures the same loop).
+func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) (*floorStats, error) {
+	me := tm.QueryRank()
+	fs := &floorStats{}
+	var mem []byte
+	switch me {
+	case 0:
+		peer, _, err := tm.QueryBoundSegmentNB(1, gex.FlagImmediate)
+		if err != nil {
+			return nil, err
+		}
+		if peer.Local != nil && len(seg.Bytes()) >= floorBytes {
+			mem = seg.Bytes()
+			clear(mem[:floorBytes])
+		}
+	case 1:
+		bs, ev, err := tm.QueryBoundSegmentNB(0, 0)
+		if err == nil {
+			err = ev.Wait()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bs.Local) >= floorBytes {
+			mem = bs.Local
+		}
+	}
+	// The mapping relation is symmetric: ranks 0 and 1 agree on mem != nil.
+	if err := barrier(); err != nil {
+		return nil, err
+	}
+	if me > 1 {
+		return fs, barrier()
+	}
+	if mem == nil {
+		fs.why = "rank 1's segment is not mapped into rank 0 (other neighbourhood or host): no shared-memory floor"
+		return fs, barrier()
+	}
+	iters := floorIters
+	if cfg.iters > 0 {
+		iters = cfg.iters
+	}
+	ping := shm.Uint64At(mem, floorPing)
+	var err error
+	if me == 0 {
+		v := uint64(1)
+		fs.ping, err = timeBatches(iters, cfg.batches, func(n int) error {
+			for range n {
+				ping.Store(v)
+				for spins := 0; ping.Load() != v+1; spins++ {
+					if spins > 1<<16 {
+						runtime.Gosched()
+						spins = 0
+					}
+				}
+				v += 2
+			}
+			return nil
+		})
+		ping.Store(floorStop)
+	} else {
+		answerPings(ping)
+	}
+	if err != nil {
+		return nil, err
+	}
+	own, other := shm.Uint64At(mem, floorFlag0), shm.Uint64At(mem, floorFlag1)
+	if me == 1 {
+		own, other = other, own
+	}
+	k := uint64(0)
+	fs.flag, err = timeBatches(iters, cfg.batches, func(n int) error {
+		for range n {
+			k++
+			own.Store(k)
+			for spins := 0; other.Load() < k; spins++ {
+				if spins > 1<<16 {
+					runtime.Gosched()
+					spins = 0
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	fs.ok = true
+	if err := barrier(); err != nil {
+		return nil, err
+	}
+	if me == 0 {
+		fillPattern(mem[:floorBytes], 0) // the segment as the other benchmarks expect it
+	}
+	return fs, nil
+}
+
+// answerPings is rank 1's side of the ping-pong: every new odd value is
+// answered with the value + 1, until floorStop.
+func answerPings(ping *atomic.Uint64) {
+	last := uint64(0)
+	for spins := 0; ; spins++ {
+		v := ping.Load()
+		if v == floorStop {
+			return
+		}
+		if v&1 == 1 && v != last {
+			ping.Store(v + 1)
+			last, spins = v, 0
+		}
+		if spins > 1<<16 {
+			runtime.Gosched()
+			spins = 0
+		}
+	}
+}
+
+// rows adds the floors to res: the table lines and the CSV rows
+// floor-pingpong and floor-flagbarrier (path shm).
+func (fs *floorStats) rows(res *results) {
+	if fs == nil {
+		return
+	}
+	if !fs.ok {
+		fmt.Fprintf(&res.table, "floor: %s\n", fs.why)
+		return
+	}
+	fmt.Fprintf(&res.table, "floors in the same run (ranks 0 and 1, shared memory, plain atomics, no gexgo call in the loop):\n")
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-process flag barrier", "0 B", "", durName(fs.flag.avg), durName(fs.flag.median), durName(fs.flag.min))
+	res.latRows("floor-pingpong", "shm", 8, fs.ping)
+	res.latRows("floor-flagbarrier", "shm", 0, fs.flag)
+}
+
+// floorOnly is `gexbench floor`: the floors alone, printed by rank 0.
+func floorOnly(cfg *config, c *gex.Client, tm *gex.TM, fs *floorStats, stdout io.Writer) error {
+	if tm.QueryRank() != 0 {
+		return nil
+	}
+	res := &results{}
+	fmt.Fprintf(&res.table, "gexbench floor: the shared-memory floors between ranks 0 and 1, %d operations each in %d batches\n", floorItersOf(cfg), cfg.batches)
+	fmt.Fprintf(&res.table, "avg = total time / operations, median and min = median and best of the batch averages\n\n")
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "floor", "size", "", "avg (us)", "median (us)", "min (us)")
+	fs.rows(res)
+	return cfg.output(res, c, tm, "shared memory (plain atomics)", stdout)
+}
+
+func floorItersOf(cfg *config) int {
+	if cfg.iters > 0 {
+		return cfg.iters
+	}
+	return floorIters
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gexgo/gexgo/internal/spmdtest"
+)
+
+// TestFloors: `gexbench floor`, `am` and `barrier` print the shared-memory
+// floors of the same run (rows floor-pingpong and floor-flagbarrier, path
+// shm, avg/median/min in us) when rank 1's segment is mapped into rank 0,
+// and print no floor rows when it is not; the table of `gexbench floor`
+// names the floors, or says why there are none.
+func TestFloors(t *testing.T) {
+	lat := []string{"avg", "median", "min"}
+	for _, p := range paths {
+		for _, bench := range []string{"floor", "am", "barrier"} {
+			t.Run(p.name+"/"+bench, func(t *testing.T) {
+				out := runJob(t, p.env, bench, "-csv", "-iters", "2000", "-batches", "10", "-max", "64")
+				if spmdtest.InRank() {
+					return
+				}
+				rows := csvRows(t, out)
+				var floors []string
+				for k := range rows {
+					if strings.HasPrefix(k, "floor-") {
+						floors = append(floors, k)
+					}
+				}
+				if p.name == "smp-am" {
+					if len(floors) != 0 {
+						t.Errorf("%s without a mapped segment printed floor rows %v", bench, floors)
+					}
+					return
+				}
+				n := wantRows(t, rows, []string{"floor-pingpong"}, "shm", []int{8}, lat)
+				n += wantRows(t, rows, []string{"floor-flagbarrier"}, "shm", []int{0}, lat)
+				if len(floors) != n {
+					t.Errorf("%s: floor rows %v, want exactly %d", bench, floors, n)
+				}
+				if bench == "floor" && len(rows) != n {
+					t.Errorf("floor printed %d rows, want only the %d floor rows:\n%s", len(rows), n, out)
+				}
+				for _, b := range []string{"floor-pingpong,shm,8,", "floor-flagbarrier,shm,0,"} {
+					if rows[b+"min"] > rows[b+"median"] {
+						t.Errorf("%s: min %v > median %v", b, rows[b+"min"], rows[b+"median"])
+					}
+				}
+			})
+		}
+		t.Run(p.name+"/table", func(t *testing.T) {
+			out := runJob(t, p.env, "floor", "-iters", "2000", "-batches", "10")
+			if spmdtest.InRank() {
+				return
+			}
+			want := []string{"cache-line ping-pong round trip", "two-process flag barrier"}
+			if p.name == "smp-am" {
+				want = []string{"floor: rank 1's segment is not mapped"}
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("gexbench floor's table lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
