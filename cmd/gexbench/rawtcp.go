@@ -28,7 +28,10 @@ import (
 //     samples of 256 MiB each, timed until rank 1 acknowledges the last
 //     byte; once with both sides busy-polling (retrying EAGAIN at once) and
 //     once sleeping in poll(2) on EAGAIN (on a machine with as many cores as
-//     ranks the first is usually faster, on a loaded one the second).
+//     ranks the first is usually faster, on a loaded one the second); each
+//     with the system's congestion control and with CUBIC, the tcp
+//     conduit's default (GEX_TCP_CONGESTION; the system's may be BBR, which
+//     paces).
 
 // hRawAddr carries rank 1's listening address to rank 0.
 const hRawAddr gex.AMIndex = gex.AMIndexBase + 60
@@ -92,6 +95,40 @@ func rawTCP(cfg *config, c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]
 	res.latRows("raw-tcp-rtt", "raw", 8, lat)
 	fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "stream (one way)", "MiB/s median", "best")
 	buf := make([]byte, 1<<20)
+	system, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	if err != nil {
+		return fmt.Errorf("raw TCP: reading TCP_CONGESTION: %w", err)
+	}
+	for _, cc := range rawCongestions(system) {
+		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {
+			return fmt.Errorf("raw TCP: setting the congestion control %q: %w", cc, err)
+		}
+		if err := rawStreams(cfg, fd, me, buf, cc, cc != system, res); err != nil {
+			return err
+		}
+	}
+	if me == 0 {
+		res.write(stdout, cfg.csv)
+	}
+	return nil
+}
+
+// rawCongestions are the congestion controls the stream is measured with:
+// the system's, then CUBIC (the tcp conduit's default) if that differs.
+func rawCongestions(system string) []string {
+	if system == "cubic" {
+		return []string{system}
+	}
+	return []string{system, "cubic"}
+}
+
+// rawStreams runs the stream variants with congestion control cc (named
+// in the bench column if suffix).
+func rawStreams(cfg *config, fd int, me gex.Rank, buf []byte, cc string, suffix bool, res *results) error {
+	sfx := ""
+	if suffix {
+		sfx = "-" + cc
+	}
 	for _, mode := range []struct {
 		name string
 		wait bool
@@ -107,13 +144,10 @@ func rawTCP(cfg *config, c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]
 			}
 			sort.Float64s(rates)
 			med, best := median(rates), rates[len(rates)-1]
-			fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "  "+mode.name+", writes of "+sizeName(ws), groupDigits(med), groupDigits(best))
-			res.add("raw-tcp-stream-"+mode.name, "raw", ws, "median", med, "MiB/s")
-			res.add("raw-tcp-stream-"+mode.name, "raw", ws, "best", best, "MiB/s")
+			fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "  "+mode.name+", writes of "+sizeName(ws)+", "+cc, groupDigits(med), groupDigits(best))
+			res.add("raw-tcp-stream-"+mode.name+sfx, "raw", ws, "median", med, "MiB/s")
+			res.add("raw-tcp-stream-"+mode.name+sfx, "raw", ws, "best", best, "MiB/s")
 		}
-	}
-	if me == 0 {
-		res.write(stdout, cfg.csv)
 	}
 	return nil
 }
