@@ -24,7 +24,7 @@
 // -csv prints rows bench,path,size,metric,value,unit (documented in
 // "gexbench -help") instead of the table; -plot draws the results with
 // gonum's plot package; -cpuprofile writes rank 0's CPU profile of the
-// measurements.
+// measurements (every rank's, into its own file, when the name holds %r).
 package main
 
 import (
@@ -182,7 +182,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.maxSize, "max", 4<<20, "largest size of the sweep in bytes")
 	fs.BoolVar(&cfg.reuse, "reuse", false, "flood: every operation of a window uses the same local and remote bytes (as testlarge does; cache-resident)")
 	fs.BoolVar(&cfg.csv, "csv", false, "print CSV rows bench,path,size,metric,value,unit instead of the table")
-	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file (a name with %r: every rank's, %r replaced by the rank)")
 	addPlotFlags(fs, &cfg)
 	fs.StringVar(&cfg.api, "api", "ex", "ex, or gasnet1: put, get, am and barrier through the GASNet-1 layer beside the EX call it wraps (overhead column)")
 	fs.Usage = func() {
@@ -238,7 +238,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 
 // startProfile starts the -cpuprofile profile, if asked for; stop ends it.
 func (cfg *config) startProfile() (stop func(), err error) {
-	if cfg.cpuprofile == "" {
+	if cfg.cpuprofile == "" || strings.Contains(cfg.cpuprofile, "%r") {
 		return func() {}, nil
 	}
 	f, err := os.Create(cfg.cpuprofile)
@@ -250,6 +250,18 @@ func (cfg *config) startProfile() (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startRankProfile starts rank me's profile when the -cpuprofile name holds
+// %r (every rank profiles the measurements into its own file: the target's
+// side of a put or get flood too); stop ends it.
+func (cfg *config) startRankProfile(me gex.Rank) (stop func(), err error) {
+	if !strings.Contains(cfg.cpuprofile, "%r") {
+		return func() {}, nil
+	}
+	one := *cfg
+	one.cpuprofile = strings.ReplaceAll(cfg.cpuprofile, "%r", strconv.Itoa(int(me)))
+	return one.startProfile()
 }
 
 // benches are the benchmark names.
@@ -428,6 +440,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// Rank 0 measures while every other rank polls in the barrier, so the
 	// AM path's requests to rank 1 are served.
+	stopProfile, err := cfg.startRankProfile(me)
+	if err != nil {
+		return fail(err)
+	}
 	var benchErr error
 	switch {
 	case cfg.collective():
@@ -440,7 +456,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		benchErr = measure(&cfg, c, tm, seg, ads, am, stdout)
 	}
 	// No rank leaves while another may still need it to poll.
-	if err := barrier(); err != nil {
+	err = barrier()
+	stopProfile()
+	if err != nil {
 		return fail(err)
 	}
 	if benchErr != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,5 +304,33 @@ func TestHelpNamesTheAMPath(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("-help lacks %q", want)
 		}
+	}
+}
+
+// TestRankProfiles: a -cpuprofile name holding %r makes every rank write
+// its own CPU profile of the measurements (the target's side too), each a
+// gzipped pprof file.
+func TestRankProfiles(t *testing.T) {
+	const envDir = "GEXBENCH_TEST_PROFDIR"
+	dir := os.Getenv(envDir)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	name := filepath.Join(dir, "prof.%r")
+	runJob(t, []string{envDir + "=" + dir}, "put", "-min", "8", "-max", "8", "-iters", "200", "-cpuprofile", name)
+	if spmdtest.InRank() {
+		return // the launcher checks the files
+	}
+	for _, r := range []string{"0", "1"} {
+		b, err := os.ReadFile(filepath.Join(dir, "prof."+r))
+		if err != nil {
+			t.Fatalf("rank %s's profile: %v", r, err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("rank %s's profile is not a gzipped pprof file (%d bytes)", r, len(b))
+		}
+	}
+	if _, err := os.Stat(name); err == nil {
+		t.Errorf("a file named %q was written: %%r was not replaced", name)
 	}
 }

@@ -28,7 +28,11 @@ import (
 //     samples of 256 MiB each, timed until rank 1 acknowledges the last
 //     byte; once with both sides busy-polling (retrying EAGAIN at once) and
 //     once sleeping in poll(2) on EAGAIN (on a machine with as many cores as
-//     ranks the first is usually faster, on a loaded one the second).
+//     ranks the first is usually faster, on a loaded one the second); each
+//     with the system's congestion control and with CUBIC, the tcp
+//     conduit's default (GEX_TCP_CONGESTION; the system's may be BBR, which
+//     paces); and, as a diagnostic, with 1 MiB writes walking through a
+//     4 MiB buffer (the memory a 4 MiB flood moves).
 
 // hRawAddr carries rank 1's listening address to rank 0.
 const hRawAddr gex.AMIndex = gex.AMIndexBase + 60
@@ -92,6 +96,43 @@ func rawTCP(cfg *config, c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]
 	res.latRows("raw-tcp-rtt", "raw", 8, lat)
 	fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "stream (one way)", "MiB/s median", "best")
 	buf := make([]byte, 1<<20)
+	system, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	if err != nil {
+		return fmt.Errorf("raw TCP: reading TCP_CONGESTION: %w", err)
+	}
+	for _, cc := range rawCongestions(system) {
+		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {
+			return fmt.Errorf("raw TCP: setting the congestion control %q: %w", cc, err)
+		}
+		if err := rawStreams(cfg, fd, me, buf, cc, cc != system, res); err != nil {
+			return err
+		}
+	}
+	if err := rawFootprint(cfg, fd, me, res); err != nil {
+		return err
+	}
+	if me == 0 {
+		res.write(stdout, cfg.csv)
+	}
+	return nil
+}
+
+// rawCongestions are the congestion controls the stream is measured with:
+// the system's, then CUBIC (the tcp conduit's default) if that differs.
+func rawCongestions(system string) []string {
+	if system == "cubic" {
+		return []string{system}
+	}
+	return []string{system, "cubic"}
+}
+
+// rawStreams runs the stream variants with congestion control cc (named
+// in the bench column if suffix).
+func rawStreams(cfg *config, fd int, me gex.Rank, buf []byte, cc string, suffix bool, res *results) error {
+	sfx := ""
+	if suffix {
+		sfx = "-" + cc
+	}
 	for _, mode := range []struct {
 		name string
 		wait bool
@@ -100,20 +141,47 @@ func rawTCP(cfg *config, c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]
 			var rates []float64
 			for s := 0; s < cfg.samples; s++ {
 				start := time.Now()
-				if err := rawStream(fd, me, buf, ws, mode.wait); err != nil {
+				if err := rawStream(fd, me, buf, ws, mode.wait, false); err != nil {
 					return err
 				}
 				rates = append(rates, float64(rawStreamBytes)/(1<<20)/time.Since(start).Seconds())
 			}
 			sort.Float64s(rates)
 			med, best := median(rates), rates[len(rates)-1]
-			fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "  "+mode.name+", writes of "+sizeName(ws), groupDigits(med), groupDigits(best))
-			res.add("raw-tcp-stream-"+mode.name, "raw", ws, "median", med, "MiB/s")
-			res.add("raw-tcp-stream-"+mode.name, "raw", ws, "best", best, "MiB/s")
+			fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "  "+mode.name+", writes of "+sizeName(ws)+", "+cc, groupDigits(med), groupDigits(best))
+			res.add("raw-tcp-stream-"+mode.name+sfx, "raw", ws, "median", med, "MiB/s")
+			res.add("raw-tcp-stream-"+mode.name+sfx, "raw", ws, "best", best, "MiB/s")
 		}
 	}
-	if me == 0 {
-		res.write(stdout, cfg.csv)
+	return nil
+}
+
+// rawFootprint runs the stream once more (with the congestion control set
+// last, CUBIC) in 1 MiB writes walking through a 4 MiB buffer on both sides:
+// the memory a 4 MiB put or get flood moves every window, where the streams
+// above reuse one 1 MiB buffer (which stays in a 2 MiB L2 cache). Its rows
+// are raw-tcp-4mib-*, not raw-tcp-stream-*: a diagnostic beside the floor,
+// not a variant of it.
+func rawFootprint(cfg *config, fd int, me gex.Rank, res *results) error {
+	buf := make([]byte, 4<<20)
+	const ws = 1 << 20
+	for _, mode := range []struct {
+		name string
+		wait bool
+	}{{"busy", false}, {"poll", true}} {
+		var rates []float64
+		for s := 0; s < cfg.samples; s++ {
+			start := time.Now()
+			if err := rawStream(fd, me, buf, ws, mode.wait, true); err != nil {
+				return err
+			}
+			rates = append(rates, float64(rawStreamBytes)/(1<<20)/time.Since(start).Seconds())
+		}
+		sort.Float64s(rates)
+		med, best := median(rates), rates[len(rates)-1]
+		fmt.Fprintf(&res.table, "%-28s %12s %12s\n", "  "+mode.name+", 1 MiB writes, 4 MiB buffer", groupDigits(med), groupDigits(best))
+		res.add("raw-tcp-4mib-"+mode.name, "raw", ws, "median", med, "MiB/s")
+		res.add("raw-tcp-4mib-"+mode.name, "raw", ws, "best", best, "MiB/s")
 	}
 	return nil
 }
@@ -170,8 +238,9 @@ func rawConnect(c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]) (int, e
 
 // rawStream runs one stream sample: rank 0 writes rawStreamBytes in writes of
 // ws bytes, rank 1 reads them and answers one byte. wait: sleep in poll(2) on
-// EAGAIN instead of retrying at once.
-func rawStream(fd int, me gex.Rank, buf []byte, ws int, wait bool) error {
+// EAGAIN instead of retrying at once. cycle: the writes and reads walk
+// through all of buf (ws divides len(buf)) instead of reusing its start.
+func rawStream(fd int, me gex.Rank, buf []byte, ws int, wait, cycle bool) error {
 	pfd := []unix.PollFd{{Fd: int32(fd)}}
 	block := func(ev int16) {
 		if wait {
@@ -179,9 +248,16 @@ func rawStream(fd int, me gex.Rank, buf []byte, ws int, wait bool) error {
 			unix.Poll(pfd, -1)
 		}
 	}
+	off := 0
+	advance := func(n int) {
+		if cycle {
+			off = (off + n) % len(buf)
+		}
+	}
 	if me == 0 {
 		for sent := 0; sent < rawStreamBytes; {
-			b := buf[:ws]
+			b := buf[off : off+ws]
+			advance(ws)
 			for len(b) > 0 {
 				n, err := unix.Write(fd, b)
 				if err == unix.EAGAIN || err == unix.EINTR {
@@ -199,7 +275,7 @@ func rawStream(fd int, me gex.Rank, buf []byte, ws int, wait bool) error {
 		return rawRead(fd, ack[:])
 	}
 	for got := 0; got < rawStreamBytes; {
-		n, err := unix.Read(fd, buf[:min(len(buf), rawStreamBytes-got)])
+		n, err := unix.Read(fd, buf[off:off+min(len(buf)-off, rawStreamBytes-got)])
 		switch {
 		case err == unix.EAGAIN || err == unix.EINTR:
 			block(unix.POLLIN)
@@ -210,6 +286,7 @@ func rawStream(fd int, me gex.Rank, buf []byte, ws int, wait bool) error {
 			return errRawClosed
 		}
 		got += n
+		advance(n)
 	}
 	return rawWrite(fd, []byte{1})
 }

@@ -48,12 +48,18 @@ func takeFD(c net.Conn) (int, error) {
 	return fd, nil
 }
 
-// tuneSocket sets TCP_NODELAY and, if bufSize > 0, SO_SNDBUF and SO_RCVBUF
-// (bufSize <= 0 leaves the kernel's autotuning on; see docs/tcp.md for the
-// measurements behind the default).
-func tuneSocket(fd, bufSize int) error {
+// tuneSocket sets TCP_NODELAY; the congestion control cc, if not "" (a
+// kernel without it keeps its default unless required); and, if
+// bufSize > 0, SO_SNDBUF and SO_RCVBUF (bufSize <= 0 leaves the kernel's
+// autotuning on; see docs/tcp.md for the measurements behind the defaults).
+func tuneSocket(fd, bufSize int, cc string, required bool) error {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fmt.Errorf("tcp: setting TCP_NODELAY: %w", err)
+	}
+	if cc != "" {
+		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil && required {
+			return fmt.Errorf("tcp: setting the congestion control %q (TCP_CONGESTION): %w", cc, err)
+		}
 	}
 	if bufSize > 0 {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, bufSize); err != nil {
@@ -64,6 +70,11 @@ func tuneSocket(fd, bufSize int) error {
 		}
 	}
 	return nil
+}
+
+// congestion returns the congestion control of socket fd.
+func congestion(fd int) (string, error) {
+	return unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
 }
 
 // sendBufferFull reports whether n more bytes might not fit in socket fd's

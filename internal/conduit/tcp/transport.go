@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,12 @@ type Config struct {
 	// SockBuf is SO_SNDBUF and SO_RCVBUF of every connection (<= 0: the
 	// kernel's autotuning).
 	SockBuf int
+	// Congestion is the TCP congestion control of every connection
+	// (TCP_CONGESTION); "" keeps the system's default.
+	Congestion string
+	// congestionSet: Congestion was asked for explicitly (GEX_TCP_CONGESTION),
+	// so a kernel without it is an error rather than a fallback.
+	congestionSet bool
 }
 
 // Environment variables of the tcp conduit.
@@ -95,7 +102,19 @@ const (
 	EnvAddr    = "GEX_TCP_ADDR"    // address to listen on (default: this host's address)
 	EnvTimeout = "GEX_TCP_TIMEOUT" // connection setup timeout, a Go duration (default 30s)
 	EnvSockBuf = "GEX_TCP_SOCKBUF" // SO_SNDBUF/SO_RCVBUF in bytes (0: kernel autotuning; default DefaultSockBuf)
+	// EnvCongestion names the TCP congestion control of the conduit's
+	// connections (default DefaultCongestion; "system" keeps the system's).
+	EnvCongestion = "GEX_TCP_CONGESTION"
 )
+
+// DefaultCongestion is the default TCP congestion control of the conduit's
+// connections. The system default may be BBR, which paces every connection
+// at its estimate of the path's bandwidth; a connection that carries AMs and
+// RMA windows (bursts with pauses between them) keeps that estimate low,
+// and pacing then caps a 4 MiB put or get at a fraction of what the
+// sockets carry (docs/tcp.md, "Congestion control"). CUBIC does not pace.
+// If the kernel lacks it, the system's default stays.
+const DefaultCongestion = "cubic"
 
 // DefaultSockBuf is the default socket buffer size (docs/tcp.md has the
 // measurements).
@@ -116,7 +135,7 @@ const maxRemoteLong = 4 << 20
 // ConfigFromEnv reads the secret (GEX_SECRET, set by the launcher), the
 // listening address and the timeout.
 func ConfigFromEnv(jobID string) (Config, error) {
-	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload, MaxLong: maxRemoteLong, SockBuf: DefaultSockBuf}
+	cfg := Config{JobID: jobID, Timeout: DefaultTimeout, MaxPayload: maxRemotePayload, MaxLong: maxRemoteLong, SockBuf: DefaultSockBuf, Congestion: DefaultCongestion}
 	sec, err := auth.SecretFromEnv()
 	if err != nil {
 		return cfg, err
@@ -139,6 +158,16 @@ func ConfigFromEnv(jobID string) (Config, error) {
 			return cfg, fmt.Errorf("tcp: %s=%q is not a byte count in [0, 1 GiB]", EnvSockBuf, v)
 		}
 		cfg.SockBuf = n
+	}
+	switch v := os.Getenv(EnvCongestion); v {
+	case "":
+	case "system":
+		cfg.Congestion = ""
+	default:
+		if len(v) >= 16 || strings.ContainsAny(v, " \t\n/") {
+			return cfg, fmt.Errorf("tcp: %s=%q is not a congestion control name (at most 15 characters, as in net.ipv4.tcp_available_congestion_control)", EnvCongestion, v)
+		}
+		cfg.Congestion, cfg.congestionSet = v, true
 	}
 	return cfg, nil
 }
@@ -256,7 +285,7 @@ func (t *Transport) auth() *auth.Params {
 func (t *Transport) add(r int, c net.Conn) error {
 	fd, err := takeFD(c)
 	if err == nil {
-		err = tuneSocket(fd, t.cfg.SockBuf)
+		err = tuneSocket(fd, t.cfg.SockBuf, t.cfg.Congestion, t.cfg.congestionSet)
 	}
 	if err != nil {
 		if fd >= 0 {

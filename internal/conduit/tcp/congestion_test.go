@@ -1,0 +1,102 @@
+package tcp
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gexgo/gexgo/internal/nettest"
+)
+
+// available reports whether the kernel offers congestion control cc to this
+// process (net.ipv4.tcp_available_congestion_control).
+func available(t *testing.T, cc string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		t.Skipf("cannot read the available congestion controls: %v", err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if f == cc {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCongestionDefault: the conduit's connections use DefaultCongestion
+// (CUBIC) whatever the system's default is, and "system" keeps the
+// system's.
+func TestCongestionDefault(t *testing.T) {
+	if !available(t, DefaultCongestion) {
+		t.Skipf("the kernel has no %s congestion control", DefaultCongestion)
+	}
+	t.Setenv("GEX_SECRET", strings.Repeat("ab", 32))
+	for _, tc := range []struct{ env, want string }{{"", DefaultCongestion}, {"system", ""}, {DefaultCongestion, DefaultCongestion}} {
+		t.Setenv(EnvCongestion, tc.env)
+		cfg, err := ConfigFromEnv("job")
+		if err != nil {
+			t.Fatalf("%s=%q: %v", EnvCongestion, tc.env, err)
+		}
+		tr, _ := connectedTransport(t, cfg, nil)
+		got, err := congestion(tr.peers[0].fd)
+		tr.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tc.want
+		if want == "" {
+			// The system's default: what a plain socket gets.
+			a, _ := nettest.TCPPair(t)
+			fd, err := takeFD(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err = congestion(fd)
+			unix.Close(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got != want {
+			t.Errorf("%s=%q: the connection uses %q, want %q", EnvCongestion, tc.env, got, want)
+		}
+	}
+}
+
+// TestCongestionRefused: a name that cannot be one is refused by
+// ConfigFromEnv, naming the variable; a well-formed name the kernel lacks,
+// asked for explicitly, fails the connection naming it, while the default
+// falls back to the system's.
+func TestCongestionRefused(t *testing.T) {
+	t.Setenv("GEX_SECRET", strings.Repeat("ab", 32))
+	for _, bad := range []string{"cubic reno", "a/b", strings.Repeat("x", 16)} {
+		t.Setenv(EnvCongestion, bad)
+		if _, err := ConfigFromEnv("job"); err == nil || !strings.Contains(err.Error(), EnvCongestion) {
+			t.Errorf("%s=%q: err %v, want an error naming %s", EnvCongestion, bad, err, EnvCongestion)
+		}
+	}
+	const missing = "nosuchcc"
+	t.Setenv(EnvCongestion, missing)
+	cfg, err := ConfigFromEnv("job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(cfg)
+	tr.peers = make([]*link, 2)
+	a, _ := nettest.TCPPair(t)
+	if err := tr.add(1, a); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("an unknown congestion control asked for: err %v, want one naming %q", err, missing)
+	}
+	cfg.congestionSet = false // the same name as a default: fall back
+	tr = New(cfg)
+	tr.peers = make([]*link, 2)
+	a, _ = nettest.TCPPair(t)
+	if err := tr.add(1, a); err != nil {
+		t.Errorf("an unavailable default congestion control failed the connection: %v", err)
+	} else {
+		unix.Close(tr.peers[1].fd)
+	}
+}
