@@ -10,15 +10,18 @@
 //
 //	0        region header: magic "GXAM", version, rank, size, state (offset 16: the rank ended the normal way)
 //	64       Bell: the futex doorbell this rank sleeps on (block wait mode)
-//	128      request ring: inbound AM requests (many producers, this rank consumes)
+//	128      request ring: inbound AM requests (an shm.MsgRing: many producers, this rank consumes)
 //	...      reply ring: inbound AM replies
 //	...      pools, two per job rank p (requests to p, replies to p): payload
 //	         buffers this rank fills for p and p frees after the handler ran
 //
-// Small payloads travel inline in the ring slot; larger Medium payloads (and
-// Long payloads to peers whose segment is not mapped) use a pool buffer of the
-// sender; Long payloads to mapped peers are copied straight into the
-// destination segment before the slot is committed.
+// Medium payloads up to 8 KiB (and Long payloads to peers whose segment is
+// not mapped) travel inline in the ring message, which spans as many 64-byte
+// slots as they need: one copy into the ring, and the handler reads them in
+// place. Larger ones use a pool buffer of the sender (one copy too), as do
+// the payloads of negotiated-payload AMs (Prepare/Commit), which the client
+// fills before the message exists. Long payloads to mapped peers are copied
+// straight into the destination segment before the message is committed.
 //
 // # Flow control
 //
@@ -51,12 +54,11 @@ import (
 // Geometry of the AM region.
 const (
 	regionMagic   = 0x4d415847 // "GXAM" little-endian
-	regionVersion = 1
+	regionVersion = 2
 	offBell       = 64
 	offRings      = 128
 
-	ringSlots   = 1024
-	slotSize    = 256
+	ringSlots   = 4096 // 64-byte slots: 256 KiB per ring, 4096 Shorts or 31 inline Mediums of 8 KiB
 	poolBufs    = 4
 	poolBufSize = 64 << 10
 
@@ -155,7 +157,7 @@ func ConfigFromEnv() Config {
 
 type peer struct {
 	region *shm.Region
-	ring   [2]*shm.Ring // [0] their request ring, [1] their reply ring: we produce
+	ring   [2]*shm.MsgRing // [0] their request ring, [1] their reply ring: we produce
 	bell   shm.Bell
 	out    [2]*shm.Pool // our pools for sending to them (in our region)
 	in     [2]*shm.Pool // their pools for sending to us (in their region): we free
@@ -175,7 +177,7 @@ type Conduit struct {
 	peers []peer
 
 	mine    *shm.Region
-	inbound [2]*shm.Ring // my request and reply rings
+	inbound [2]*shm.MsgRing // my request and reply rings
 	bell    shm.Bell
 
 	consumer [2]sync.Mutex // one consumer per inbound ring
@@ -196,7 +198,7 @@ type Conduit struct {
 var _ conduit.Conduit = (*Conduit)(nil)
 
 func regionBytes(size int) (rings, pools, total int) {
-	rb := shm.RingBytes(ringSlots, slotSize)
+	rb := shm.MsgRingBytes(ringSlots)
 	pb := shm.PoolBytes(poolBufs, poolBufSize)
 	rings = offRings
 	pools = align64(rings + 2*rb)
@@ -313,9 +315,9 @@ func (c *Conduit) setupRegions() error {
 	binary.LittleEndian.PutUint32(b[8:], uint32(c.rank))
 	binary.LittleEndian.PutUint32(b[12:], uint32(c.size))
 	binary.LittleEndian.PutUint32(b[offHolder:], uint32(boot.HolderPID(c.b)))
-	rb := shm.RingBytes(ringSlots, slotSize)
+	rb := shm.MsgRingBytes(ringSlots)
 	for i := 0; i < 2; i++ {
-		q, err := shm.InitRing(b[ringsOff+i*rb:ringsOff+(i+1)*rb], ringSlots, slotSize)
+		q, err := shm.InitMsgRing(b[ringsOff+i*rb:ringsOff+(i+1)*rb], ringSlots)
 		if err != nil {
 			return fmt.Errorf("smp: %w", err)
 		}
@@ -394,9 +396,9 @@ func (c *Conduit) mapPeer(p int, descBytes []byte, ringsOff, poolsOff, total int
 	if int(binary.LittleEndian.Uint32(b[8:])) != p || int(binary.LittleEndian.Uint32(b[12:])) != c.size {
 		return fmt.Errorf("AM region header names rank %d of %d", binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:]))
 	}
-	rb := shm.RingBytes(ringSlots, slotSize)
+	rb := shm.MsgRingBytes(ringSlots)
 	for i := 0; i < 2; i++ {
-		q, err := shm.AttachRing(b[ringsOff+i*rb : ringsOff+(i+1)*rb])
+		q, err := shm.AttachMsgRing(b[ringsOff+i*rb : ringsOff+(i+1)*rb])
 		if err != nil {
 			return err
 		}
@@ -451,8 +453,12 @@ func qidx(isReq bool) int {
 	return 1
 }
 
-// inlineMax is the largest payload carried in the slot itself.
-var inlineMax = slotSize - 8 - offInline
+// maxInline is the largest payload carried inline in a ring message; larger
+// ones (Medium, or Long to an unmapped peer) travel in a pool buffer, so
+// that a few of them in flight do not fill the ring that Shorts and replies
+// need. At 8 KiB the pool buffer's flag, which moves between the cores twice
+// per message, no longer costs much against the payload's own lines.
+const maxInline = 8 << 10
 
 // Send implements conduit.Conduit.
 func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
@@ -464,6 +470,7 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 	n := len(payload)
 	buf := -1
 	var kind byte
+	size := argsEnd(int(h.NArgs))
 	switch {
 	case h.Cat == conduit.Short:
 		n = 0
@@ -477,8 +484,9 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 			copy(local[off:], payload)
 		}
 		kind = kindPlaced
-	case n <= inlineMax:
+	case n <= maxInline:
 		kind = kindInline
+		size = payloadOff(int(h.NArgs)) + n
 	default:
 		if n > poolBufSize {
 			return fmt.Errorf("smp: payload of %d bytes exceeds the %d-byte buffer", n, poolBufSize)
@@ -499,9 +507,12 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 	}
 	q := pr.ring[qi]
 	for w := 0; ; w++ {
-		data, ticket, ok := q.TryReserve()
+		data, ticket, ok := q.Reserve(size)
 		if ok {
-			encodeSlot(data, &h, c.rank, n, buf, kind, payload)
+			encodeSlot(data, &h, c.rank, n, buf, kind)
+			if kind == kindInline {
+				copy(data[payloadOff(int(h.NArgs)):], payload)
+			}
 			q.Commit(ticket)
 			pr.bell.Ring()
 			return nil
@@ -577,9 +588,9 @@ func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) erro
 	}
 	q := pr.ring[qi]
 	for w := 0; ; w++ {
-		data, ticket, ok := q.TryReserve()
+		data, ticket, ok := q.Reserve(argsEnd(int(h.NArgs)))
 		if ok {
-			encodeSlot(data, &h, c.rank, nbytes, idx, 0, nil)
+			encodeSlot(data, &h, c.rank, nbytes, idx, 0)
 			q.Commit(ticket)
 			pr.bell.Ring()
 			return nil
@@ -625,61 +636,62 @@ func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 	return n + c.cfg.Remote.Poll(repliesOnly, c.deliver)
 }
 
-// drain delivers up to pollBudget AMs from inbound ring qi. The caller holds
+// drain delivers up to pollBudget AMs from inbound ring qi, each decoded
+// straight into the Incoming the handler dispatcher reads, and then makes
+// their slots free for the senders (one store). The caller holds
 // consumer[qi].
 func (c *Conduit) drain(qi int) int {
 	q := c.inbound[qi]
 	in := &c.inc[qi]
-	var sh slotHeader
+	var m slotMeta
 	n := 0
 	for ; n < pollBudget; n++ {
 		data, ok := q.Peek()
 		if !ok {
 			break
 		}
-		if err := decodeSlot(data, &sh, c.size, MaxLongMapped); err != nil {
+		if err := decodeSlot(data, &in.Header, &m, c.size, MaxLongMapped); err != nil {
 			c.complain("dropped a malformed AM slot: %v", err)
 			q.Release()
 			continue
 		}
-		if sh.IsReq != (qi == 0) {
-			c.complain("dropped an AM from rank %d: a %s in the %s ring", sh.Src, word(sh.IsReq), word(qi == 0))
+		if in.IsReq != (qi == 0) {
+			c.complain("dropped an AM from rank %d: a %s in the %s ring", m.Src, word(in.IsReq), word(qi == 0))
 			q.Release()
 			continue
 		}
-		src := &c.peers[sh.Src]
 		var pool *shm.Pool
 		switch {
-		case sh.Cat == conduit.Short || sh.Placed:
+		case m.Inline:
+			in.Payload = data[payloadOff(int(in.NArgs)) : payloadOff(int(in.NArgs))+m.NBytes]
+		case in.Cat == conduit.Short:
 			in.Payload = nil
-			if sh.Placed {
-				in.Payload = c.placedPayload(sh)
-				if in.Payload == nil {
-					c.complain("dropped a Long from rank %d: placed payload [%#x, +%d) is outside this rank's segment", sh.Src, sh.Dest, sh.NBytes)
-					q.Release()
-					continue
-				}
-			}
-		case sh.Inline:
-			in.Payload = data[offInline : offInline+sh.NBytes]
-		default:
-			pool = src.in[qi]
-			buf, err := pool.Buf(sh.Buf)
-			if err != nil || sh.NBytes > len(buf) {
-				c.complain("dropped an AM from rank %d: bad payload buffer %d (%v)", sh.Src, sh.Buf, err)
+		case m.Placed:
+			in.Payload = c.placedPayload(in.Dest, m.NBytes)
+			if in.Payload == nil {
+				c.complain("dropped a Long from rank %d: placed payload [%#x, +%d) is outside this rank's segment", m.Src, in.Dest, m.NBytes)
 				q.Release()
 				continue
 			}
-			in.Payload = buf[:sh.NBytes]
+		default:
+			pool = c.peers[m.Src].in[qi]
+			buf, err := pool.Buf(m.Buf)
+			if err != nil || m.NBytes > len(buf) {
+				c.complain("dropped an AM from rank %d: bad payload buffer %d (%v)", m.Src, m.Buf, err)
+				q.Release()
+				continue
+			}
+			in.Payload = buf[:m.NBytes]
 		}
-		in.Src, in.Header, in.Placed = sh.Src, sh.Header, sh.Placed
+		in.Src, in.Placed = m.Src, m.Placed
 		c.deliver(in)
 		in.Payload = nil
 		if pool != nil {
-			_ = pool.Free(sh.Buf)
+			_ = pool.Free(m.Buf)
 		}
 		q.Release()
 	}
+	q.Publish()
 	return n
 }
 
@@ -699,21 +711,21 @@ func (c *Conduit) placeRemote(dest uint64, n int) []byte {
 	return s.Local[off : off+uint64(n)]
 }
 
-// placedPayload returns the view of this rank's segment that a placed Long
-// wrote, or nil if it is not inside the segment.
-func (c *Conduit) placedPayload(sh slotHeader) []byte {
+// placedPayload returns the view [dest, dest+n) of this rank's segment that
+// a placed Long wrote, or nil if it is not inside the segment.
+func (c *Conduit) placedPayload(dest uint64, n int) []byte {
 	s := c.peers[c.rank].seg
-	if sh.NBytes == 0 {
+	if n == 0 {
 		return []byte{}
 	}
-	if s.Local == nil || sh.Dest < s.Owner {
+	if s.Local == nil || dest < s.Owner {
 		return nil
 	}
-	off := sh.Dest - s.Owner
-	if off > s.Size || uint64(sh.NBytes) > s.Size-off {
+	off := dest - s.Owner
+	if off > s.Size || uint64(n) > s.Size-off {
 		return nil
 	}
-	return s.Local[off : off+uint64(sh.NBytes)]
+	return s.Local[off : off+uint64(n)]
 }
 
 func word(isReq bool) string {
