@@ -234,6 +234,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 			c.ep.handlers[e.Index].Store(&e)
 		}
 	}
+	if o, ok := cd.(interface{ SetConsumerOwners(*[2]atomic.Uintptr) }); ok {
+		o.SetConsumerOwners((*[2]atomic.Uintptr)(c.handlerG[:2])) // see run
+	}
 	cd.SetDelivery(c.deliver)
 	c.startWatch(cfg.cd == nil) // a process rank unless the caller gave the conduit
 	if err := cd.Barrier(); err != nil {
@@ -370,6 +373,7 @@ func (c *Client) yield() {
 const (
 	politeSpinPolls = 64
 	spinPolls       = 2000                   // spin-then-block: empty polls before sleeping
+	spinYieldEvery  = 512                    // spin-then-block, not polite: empty polls between Gosched calls
 	sleepCap        = 200 * time.Microsecond // longest sleep before re-checking cond
 )
 
@@ -420,7 +424,10 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 			c.cd.Sleep(sleepCap)
 		default:
 			if idle < c.spinPolls {
-				if c.polite || idle%32 == 0 {
+				// runtime.Gosched with an idle P wakes another thread
+				// (futex), which then spins on the core the peer rank
+				// needs: yield rarely unless polite (sched_yield).
+				if c.polite || idle%spinYieldEvery == 0 {
 					c.yield()
 				}
 			} else {

@@ -48,6 +48,7 @@ import (
 
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/gctx"
 	"github.com/gexgo/gexgo/internal/shm"
 )
 
@@ -180,7 +181,13 @@ type Conduit struct {
 	inbound [2]*shm.MsgRing // my request and reply rings
 	bell    shm.Bell
 
-	consumer [2]sync.Mutex // one consumer per inbound ring
+	consumer [2]sync.Mutex // one consumer per class, shared with Remote (pollWithRemote)
+	// own[qi] is the goroutine (gctx.ID) consuming inbound ring qi, or 0:
+	// taking it (a CAS from 0) is the ring's consumer lock. The client
+	// may hand in its own words (SetConsumerOwners), which then also say,
+	// for free, which goroutine runs that ring's handlers.
+	own    *[2]atomic.Uintptr
+	ownBuf [2]atomic.Uintptr
 	inc      [2]conduit.Incoming
 	deliver  conduit.Delivery
 
@@ -215,6 +222,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 		cfg.Allocator = shm.Memfd{}
 	}
 	c := &Conduit{b: b, cfg: cfg, rank: b.Rank(), size: b.Size()}
+	c.own = &c.ownBuf
 	c.hasWork = func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() }
 	if err := c.exchangeTopology(); err != nil {
 		return nil, err
@@ -446,6 +454,13 @@ func (c *Conduit) SetDelivery(d conduit.Delivery) {
 	}
 }
 
+// SetConsumerOwners makes w the words that name the goroutine consuming
+// each inbound ring ([0] requests, [1] replies), instead of the conduit's
+// own. While a goroutine drains ring qi, w[qi] holds its gctx.ID, between
+// handlers too; the client reads them as its handler-context words and need
+// not write them around every handler. Call it before any traffic.
+func (c *Conduit) SetConsumerOwners(w *[2]atomic.Uintptr) { c.own = w }
+
 func qidx(isReq bool) int {
 	if isReq {
 		return 0
@@ -605,14 +620,23 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 		return c.pollWithRemote(repliesOnly)
 	}
 	n := 0
-	if !c.inbound[1].Empty() && c.consumer[1].TryLock() {
-		n += c.drain(1)
-		c.consumer[1].Unlock()
+	if !c.inbound[1].Empty() {
+		n += c.tryDrain(1, gctx.ID())
 	}
-	if !repliesOnly && !c.inbound[0].Empty() && c.consumer[0].TryLock() {
-		n += c.drain(0)
-		c.consumer[0].Unlock()
+	if !repliesOnly && !c.inbound[0].Empty() {
+		n += c.tryDrain(0, gctx.ID())
 	}
+	return n
+}
+
+// tryDrain drains ring qi if no other goroutine consumes it (g is the
+// caller's gctx.ID).
+func (c *Conduit) tryDrain(qi int, g uintptr) int {
+	if !c.own[qi].CompareAndSwap(0, g) {
+		return 0
+	}
+	n := c.drain(qi)
+	c.own[qi].Store(0)
 	return n
 }
 
@@ -626,11 +650,11 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 	n := 0
 	if !c.inbound[1].Empty() && c.consumer[1].TryLock() {
-		n += c.drain(1)
+		n += c.tryDrain(1, gctx.ID())
 		c.consumer[1].Unlock()
 	}
 	if !repliesOnly && !c.inbound[0].Empty() && c.consumer[0].TryLock() {
-		n += c.drain(0)
+		n += c.tryDrain(0, gctx.ID())
 		c.consumer[0].Unlock()
 	}
 	return n + c.cfg.Remote.Poll(repliesOnly, c.deliver)
@@ -638,8 +662,7 @@ func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 
 // drain delivers up to pollBudget AMs from inbound ring qi, each decoded
 // straight into the Incoming the handler dispatcher reads, and then makes
-// their slots free for the senders (one store). The caller holds
-// consumer[qi].
+// their slots free for the senders (one store). The caller owns own[qi].
 func (c *Conduit) drain(qi int) int {
 	q := c.inbound[qi]
 	in := &c.inc[qi]
