@@ -445,12 +445,18 @@ func (tm *TM) sendAM(rank Rank, s *amSpec, args []AMArg) error {
 // success.
 func (c *Client) inject(s *amSpec, args []AMArg) error {
 	var hdr conduit.Header
-	cflags, err := c.buildHeader(s, len(args), &hdr)
-	if err != nil {
-		return err
+	cflags, berr := c.buildHeader(s, len(args), &hdr)
+	if berr != nil {
+		return berr
 	}
 	copy(hdr.Args[:], args)
-	if err := c.cd.Send(s.dst, hdr, s.payload, cflags); err != nil {
+	var err error
+	if c.smp != nil {
+		err = c.smp.SendRef(s.dst, &hdr, s.payload, cflags) // a direct call: hdr stays on the stack
+	} else {
+		err = c.cd.Send(s.dst, hdr, s.payload, cflags)
+	}
+	if err != nil {
 		if err == conduit.ErrWouldBlock {
 			return ErrNoOp
 		}

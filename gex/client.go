@@ -81,6 +81,10 @@ type Client struct {
 
 	done <-chan struct{} // in-process jobs: closed when the job ended
 
+	// smp is cd when it is the smp conduit (AM headers go to it by
+	// reference, am.go), or nil.
+	smp *smp.Conduit
+
 	rcvWanted bool
 	rcvStop   chan struct{}
 	rcvDone   chan struct{}
@@ -234,6 +238,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 			c.ep.handlers[e.Index].Store(&e)
 		}
 	}
+	c.smp, _ = cd.(*smp.Conduit)
 	if o, ok := cd.(interface{ SetConsumerOwners(*[2]atomic.Uintptr) }); ok {
 		o.SetConsumerOwners((*[2]atomic.Uintptr)(c.handlerG[:2])) // see run
 	}

@@ -291,10 +291,10 @@ func (q *MsgRing) Publish() {
 	}
 }
 
-// Empty reports whether Peek would find nothing. Exact for the consumer
-// after Publish; a snapshot for anyone else (it may report a message a
-// consumer is still handling, or a pad it will skip).
+// Empty reports whether Peek would find nothing (a pad it would skip counts
+// as something). Consumer only. Other goroutines use Waiting (a hint), or
+// take the consumer's lock first.
 func (q *MsgRing) Empty() bool {
-	h := q.head.Load()
+	h := q.chead
 	return q.tagAt(h).Load() != uint32(h)|mrTagBit
 }

@@ -223,7 +223,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 	}
 	c := &Conduit{b: b, cfg: cfg, rank: b.Rank(), size: b.Size()}
 	c.own = &c.ownBuf
-	c.hasWork = func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() }
+	c.hasWork = func() bool { return c.ringWaiting(0) || c.ringWaiting(1) }
 	if err := c.exchangeTopology(); err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 		if err := r.Start(b, remote, c.bell.Ring, c.placeRemote); err != nil {
 			return nil, err
 		}
-		c.hasWork = func() bool { return !c.inbound[0].Empty() || !c.inbound[1].Empty() || r.Pending() }
+		c.hasWork = func() bool { return c.ringWaiting(0) || c.ringWaiting(1) || r.Pending() }
 	}
 	return c, nil
 }
@@ -477,9 +477,17 @@ const maxInline = 8 << 10
 
 // Send implements conduit.Conduit.
 func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
+	return c.SendRef(dst, &h, payload, flags)
+}
+
+// SendRef is Send with the header passed by reference: the client builds
+// it in place and the conduit encodes it from there, without copying its
+// 100-odd bytes through the call (a copy that also stalls on the header's
+// freshly written byte fields). h is not retained.
+func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags conduit.SendFlags) error {
 	pr := &c.peers[dst]
 	if pr.remote {
-		return c.cfg.Remote.Send(dst, h, payload, flags)
+		return c.cfg.Remote.Send(dst, *h, payload, flags)
 	}
 	qi := qidx(h.IsReq)
 	n := len(payload)
@@ -524,7 +532,7 @@ func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.
 	for w := 0; ; w++ {
 		data, ticket, ok := q.Reserve(size)
 		if ok {
-			encodeSlot(data, &h, c.rank, n, buf, kind)
+			encodeSlot(data, h, c.rank, n, buf, kind)
 			if kind == kindInline {
 				copy(data[payloadOff(int(h.NArgs)):], payload)
 			}
@@ -620,10 +628,10 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 		return c.pollWithRemote(repliesOnly)
 	}
 	n := 0
-	if !c.inbound[1].Empty() {
+	if c.ringWaiting(1) {
 		n += c.tryDrain(1, gctx.ID())
 	}
-	if !repliesOnly && !c.inbound[0].Empty() {
+	if !repliesOnly && c.ringWaiting(0) {
 		n += c.tryDrain(0, gctx.ID())
 	}
 	return n
@@ -649,11 +657,11 @@ func (c *Conduit) tryDrain(qi int, g uintptr) int {
 // Reply waits for queue space: that wait polls Replies.)
 func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 	n := 0
-	if !c.inbound[1].Empty() && c.consumer[1].TryLock() {
+	if c.ringWaiting(1) && c.consumer[1].TryLock() {
 		n += c.tryDrain(1, gctx.ID())
 		c.consumer[1].Unlock()
 	}
-	if !repliesOnly && !c.inbound[0].Empty() && c.consumer[0].TryLock() {
+	if !repliesOnly && c.ringWaiting(0) && c.consumer[0].TryLock() {
 		n += c.tryDrain(0, gctx.ID())
 		c.consumer[0].Unlock()
 	}
