@@ -188,6 +188,7 @@ type Conduit struct {
 	// for free, which goroutine runs that ring's handlers.
 	own    *[2]atomic.Uintptr
 	ownBuf [2]atomic.Uintptr
+
 	inc      [2]conduit.Incoming
 	deliver  conduit.Delivery
 
