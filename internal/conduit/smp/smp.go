@@ -189,8 +189,8 @@ type Conduit struct {
 	own    *[2]atomic.Uintptr
 	ownBuf [2]atomic.Uintptr
 
-	inc      [2]conduit.Incoming
-	deliver  conduit.Delivery
+	inc     [2]conduit.Incoming
+	deliver conduit.Delivery
 
 	hasWork func() bool // for Bell.Sleep; built once so Sleep does not allocate
 
