@@ -237,10 +237,12 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket uint64, ok bool) {
 }
 
 // Commit publishes the message of ticket: every write to its data made
-// before Commit is visible to the consumer that Peeks it. One atomic store.
-// Commit does not wake a sleeping consumer: ring its Bell after committing.
+// before Commit is visible to the consumer that Peeks it. One release store
+// of its tag (a plain store on amd64: the producer does not wait for the
+// slot's cache line, see storeRelease). Commit does not wake a sleeping
+// consumer: ring its Bell after committing.
 func (q *MsgRing) Commit(ticket uint64) {
-	q.tagAt(ticket).Store(uint32(ticket) | mrTagBit)
+	storeRelease(q.tagAt(ticket), uint32(ticket)|mrTagBit)
 }
 
 // Peek returns the data of the oldest committed message (all of its slots
@@ -283,11 +285,12 @@ func (q *MsgRing) Release() {
 }
 
 // Publish makes the messages released since the last Publish free for the
-// producers (one atomic store, none if nothing was released). Consumer only;
-// call it once a batch of Peek/Release is done, before waiting for anything.
+// producers (one release store, none if nothing was released; the clearing
+// stores of Release are ordered before it). Consumer only; call it once a
+// batch of Peek/Release is done, before waiting for anything.
 func (q *MsgRing) Publish() {
 	if q.head.Load() != q.chead {
-		q.head.Store(q.chead)
+		storeRelease64(q.head, q.chead)
 	}
 }
 

@@ -1,0 +1,30 @@
+//go:build amd64 && !race
+
+package shm
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// storeRelease stores v into *w with release ordering only: every store the
+// caller made before the call is visible to a goroutine (or process) that
+// loads v from *w with an atomic load. On amd64 (TSO) a plain store has that
+// ordering in hardware, and a call the compiler cannot inline keeps it after
+// the caller's earlier stores, which is how the Go runtime implements its
+// own StoreRel on amd64. sync/atomic's Store is an XCHG instead: a full
+// fence that stalls the producer until the cache line it wrote arrives,
+// once per message (what a flood of AMs is made of). Race-enabled builds
+// and other architectures use atomic.Store (release_other.go).
+//
+//go:noinline
+func storeRelease(w *atomic.Uint32, v uint32) {
+	*(*uint32)(unsafe.Pointer(w)) = v
+}
+
+// storeRelease64 is storeRelease for a uint64 word.
+//
+//go:noinline
+func storeRelease64(w *atomic.Uint64, v uint64) {
+	*(*uint64)(unsafe.Pointer(w)) = v
+}
