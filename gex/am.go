@@ -465,7 +465,9 @@ func (c *Client) inject(s *amSpec, args []AMArg) error {
 	if s.lc != nil && !isLCSentinel(s.lc) {
 		*s.lc = EventInvalid // payload copied during the call: locally complete
 	}
-	c.watch.progress.Add(1)
+	if c.smp == nil || c.smp.IsRemote(s.dst) {
+		c.watch.progress.Add(1) // through shared memory, SentTraffic counts it (watch.go)
+	}
 	return nil
 }
 

@@ -133,6 +133,17 @@ func (c *Client) stopWatch() {
 	}
 }
 
+// progressCount grows with every AM sent or delivered: the client's count,
+// plus the smp conduit's count of AMs sent through shared memory (which
+// inject does not add one by one: an atomic add per AM).
+func (c *Client) progressCount() uint64 {
+	n := c.watch.progress.Load()
+	if c.smp != nil {
+		n += c.smp.SentTraffic()
+	}
+	return n
+}
+
 // reportProgress sends the progress count and the current wait every d.
 func (c *Client) reportProgress(pr boot.ProgressReporter, d time.Duration) {
 	t := time.NewTicker(d)
@@ -140,7 +151,7 @@ func (c *Client) reportProgress(pr boot.ProgressReporter, d time.Duration) {
 	for {
 		select {
 		case <-t.C:
-			if pr.ReportProgress(c.watch.progress.Load(), c.waiting()) != nil {
+			if pr.ReportProgress(c.progressCount(), c.waiting()) != nil {
 				return
 			}
 		case <-c.watch.stop:

@@ -183,6 +183,10 @@ func newMsgRing(b []byte, nslots uint64) *MsgRing {
 // Cap returns the number of slots.
 func (q *MsgRing) Cap() int { return int(q.nslots) }
 
+// Reserved returns the producers' position: the slots reserved so far by
+// every producer, a number that only grows (a snapshot).
+func (q *MsgRing) Reserved() uint64 { return q.tail.Load() }
+
 // MaxData returns the largest data length of one message: half the ring
 // (so that a message and the pad before it always fit once the ring has
 // drained), or 65535 slots, less the message word.

@@ -10,3 +10,6 @@ func storeRelease(w *atomic.Uint32, v uint32) { w.Store(v) }
 
 // storeRelease64 is storeRelease for a uint64 word.
 func storeRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }
+
+// StoreReleaseUintptr stores v into *w with (at least) release ordering.
+func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) { w.Store(v) }

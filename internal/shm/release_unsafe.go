@@ -28,3 +28,12 @@ func storeRelease(w *atomic.Uint32, v uint32) {
 func storeRelease64(w *atomic.Uint64, v uint64) {
 	*(*uint64)(unsafe.Pointer(w)) = v
 }
+
+// StoreReleaseUintptr stores v into *w with release ordering only (see
+// storeRelease): for a lock word whose unlock must order the holder's
+// writes before the next holder's CAS, without a fence.
+//
+//go:noinline
+func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) {
+	*(*uintptr)(unsafe.Pointer(w)) = v
+}

@@ -645,7 +645,7 @@ func (c *Conduit) tryDrain(qi int, g uintptr) int {
 		return 0
 	}
 	n := c.drain(qi)
-	c.own[qi].Store(0)
+	shm.StoreReleaseUintptr(&c.own[qi], 0) // unlock: orders the drain's writes before the next CAS
 	return n
 }
 
@@ -865,6 +865,23 @@ func (c *Conduit) Segment(r int) conduit.SegInfo {
 		return conduit.SegInfo{}
 	}
 	return c.peers[r].seg
+}
+
+// IsRemote reports whether rank p is reached through Config.Remote.
+func (c *Conduit) IsRemote(p int) bool { return c.peers[p].remote }
+
+// SentTraffic returns a count that grows with every AM this rank sends
+// through shared memory (the slots reserved in the rings of every peer on
+// this host; it grows with other senders' AMs to the same peers too). The
+// client adds it to its progress count instead of counting each send.
+func (c *Conduit) SentTraffic() uint64 {
+	var n uint64
+	for p := range c.peers {
+		if pr := &c.peers[p]; !pr.remote && pr.ring[0] != nil {
+			n += pr.ring[0].Reserved() + pr.ring[1].Reserved()
+		}
+	}
+	return n
 }
 
 // HasRemote reports whether some ranks are reached through Config.Remote
