@@ -29,8 +29,11 @@ const (
 	// MsgSlotSize is the size of one slot: a cache line.
 	MsgSlotSize = 64
 
-	// Every message starts with an 8-byte word in its first slot:
-	//	0  uint32 tag: uint32(ticket) | mrTagBit, stored last (the commit)
+	// Every message starts with an 8-byte word in its first slot, stored
+	// last and at once (the commit: the producer's first store to the
+	// slot's line is the header, its last this word, so a consumer polling
+	// the line takes it from the producer once):
+	//	0  uint32 tag: uint32(ticket) | mrTagBit
 	//	4  uint16 number of slots the message occupies, >= 1
 	//	6  uint16 flags (mrFlagPad: filler up to the end of the ring)
 	// and its data follows, contiguous, up to the end of its last slot.
@@ -194,6 +197,14 @@ func (q *MsgRing) MaxData() int {
 	return int(min(q.nslots/2, mrMaxMsgSlots))*MsgSlotSize - mrMsgHeader
 }
 
+// A Ticket names a message between Reserve and Commit.
+type Ticket struct{ pos, k uint64 }
+
+// commitWord is the message word of a k-slot message at pos.
+func commitWord(pos, k uint64, flags uint16) uint64 {
+	return uint64(uint32(pos)|mrTagBit) | k<<32 | uint64(flags)<<48
+}
+
 // MsgSlots returns the number of slots a message of n data bytes occupies.
 func MsgSlots(n int) int { return (n + mrMsgHeader + MsgSlotSize - 1) / MsgSlotSize }
 
@@ -207,9 +218,9 @@ func MsgSlots(n int) int { return (n + mrMsgHeader + MsgSlotSize - 1) / MsgSlotS
 //
 // Cost: a load of tail and of the cached head, and a CAS on tail; the head
 // word is read only when the cached value says the ring is full.
-func (q *MsgRing) Reserve(n int) (data []byte, ticket uint64, ok bool) {
+func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 	if uint(n) > uint(q.MaxData()) {
-		return nil, 0, false
+		return nil, Ticket{}, false
 	}
 	k := uint64(MsgSlots(n))
 	for {
@@ -222,7 +233,7 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket uint64, ok bool) {
 		if end-q.seenHead.Load() > q.nslots {
 			h := q.head.Load()
 			if end-h > q.nslots {
-				return nil, 0, false
+				return nil, Ticket{}, false
 			}
 			q.seenHead.Store(h)
 		}
@@ -231,12 +242,10 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket uint64, ok bool) {
 		}
 		start := pos
 		if total != k {
-			q.setWord(pos, total-k, mrFlagPad)
-			q.Commit(pos)
+			storeRelease64(q.wordAt(pos), commitWord(pos, total-k, mrFlagPad))
 			start = pos + total - k
 		}
-		q.setWord(start, k, 0)
-		return q.data(start, k), start, true
+		return q.data(start, k), Ticket{start, k}, true
 	}
 }
 
@@ -245,8 +254,8 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket uint64, ok bool) {
 // of its tag (a plain store on amd64: the producer does not wait for the
 // slot's cache line, see storeRelease). Commit does not wake a sleeping
 // consumer: ring its Bell after committing.
-func (q *MsgRing) Commit(ticket uint64) {
-	storeRelease(q.tagAt(ticket), uint32(ticket)|mrTagBit)
+func (q *MsgRing) Commit(t Ticket) {
+	storeRelease64(q.wordAt(t.pos), commitWord(t.pos, t.k, 0))
 }
 
 // Peek returns the data of the oldest committed message (all of its slots
@@ -256,10 +265,11 @@ func (q *MsgRing) Commit(ticket uint64) {
 func (q *MsgRing) Peek() (data []byte, ok bool) {
 	for {
 		h := q.chead
-		if q.tagAt(h).Load() != uint32(h)|mrTagBit {
+		w := q.wordAt(h).Load()
+		if uint32(w) != uint32(h)|mrTagBit {
 			return nil, false
 		}
-		k, flags := q.word(h)
+		k, flags := w>>32&0xffff, uint16(w>>48)
 		if off := h & q.mask; k == 0 || off+k > q.nslots {
 			// A corrupt slot count (only a misbehaving peer writes one):
 			// take the message as one slot, so the position stays inside
@@ -303,5 +313,5 @@ func (q *MsgRing) Publish() {
 // take the consumer's lock first.
 func (q *MsgRing) Empty() bool {
 	h := q.chead
-	return q.tagAt(h).Load() != uint32(h)|mrTagBit
+	return uint32(q.wordAt(h).Load()) != uint32(h)|mrTagBit
 }

@@ -139,7 +139,7 @@ func TestMsgRingStaleData(t *testing.T) {
 		}
 		k := uint64(MsgSlots(q.MaxData()))
 		for s := uint64(1); s < k; s++ {
-			binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader:], uint32(tk+s+nslots)|mrTagBit)
+			binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader:], uint32(tk.pos+s+nslots)|mrTagBit)
 			binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader+4:], 1)
 		}
 		q.Commit(tk)
@@ -263,13 +263,11 @@ func TestMsgRingCorruptCount(t *testing.T) {
 			recvMsg(t, q)
 		}
 		q.Publish()
-		d, tk, ok := q.Reserve(0)
+		_, tk, ok := q.Reserve(0)
 		if !ok {
 			t.Fatal("Reserve failed")
 		}
-		_ = d
-		q.setWord(tk, uint64(k), 0)
-		q.Commit(tk)
+		q.Commit(Ticket{tk.pos, uint64(k)})
 		got, ok := q.Peek()
 		if !ok {
 			t.Fatalf("count %d: committed message not seen", k)

@@ -14,22 +14,10 @@ func (q *MsgRing) slotPtr(pos uint64) unsafe.Pointer {
 	return unsafe.Add(q.slots, (pos&q.mask)*MsgSlotSize)
 }
 
-// tagAt returns the commit tag of the message starting at ticket pos.
-func (q *MsgRing) tagAt(pos uint64) *atomic.Uint32 {
-	return (*atomic.Uint32)(q.slotPtr(pos))
-}
-
-// word returns the slot count and flags of the message starting at pos
-// (read after its tag).
-func (q *MsgRing) word(pos uint64) (k uint64, flags uint16) {
-	w := *(*uint32)(unsafe.Add(q.slotPtr(pos), 4))
-	return uint64(w & 0xffff), uint16(w >> 16)
-}
-
-// setWord writes the slot count and flags of the message starting at pos
-// (before its Commit).
-func (q *MsgRing) setWord(pos, k uint64, flags uint16) {
-	*(*uint32)(unsafe.Add(q.slotPtr(pos), 4)) = uint32(k) | uint32(flags)<<16
+// wordAt returns the message word of the slot at pos (8-byte aligned: the
+// slots are 64-byte aligned).
+func (q *MsgRing) wordAt(pos uint64) *atomic.Uint64 {
+	return (*atomic.Uint64)(q.slotPtr(pos))
 }
 
 // clearWord zeroes the message word of the slot at pos, so that whatever

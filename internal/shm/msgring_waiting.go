@@ -16,5 +16,5 @@ package shm
 // callers ask the consumer instead (take its lock, then Empty).
 func (q *MsgRing) Waiting() bool {
 	h := q.head.Load()
-	return q.tagAt(h).Load() == uint32(h)|mrTagBit
+	return uint32(q.wordAt(h).Load()) == uint32(h)|mrTagBit
 }

@@ -4,11 +4,8 @@ package shm
 
 import "sync/atomic"
 
-// storeRelease stores v into *w so that every store made before it is
+// storeRelease64 stores v into *w so that every store made before it is
 // visible to whoever loads v from *w (see release_unsafe.go).
-func storeRelease(w *atomic.Uint32, v uint32) { w.Store(v) }
-
-// storeRelease64 is storeRelease for a uint64 word.
 func storeRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }
 
 // StoreReleaseUintptr stores v into *w with (at least) release ordering.

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// storeRelease stores v into *w with release ordering only: every store the
+// storeRelease64 stores v into *w with release ordering only: every store the
 // caller made before the call is visible to a goroutine (or process) that
 // loads v from *w with an atomic load. On amd64 (TSO) a plain store has that
 // ordering in hardware, and a call the compiler cannot inline keeps it after
@@ -18,19 +18,12 @@ import (
 // and other architectures use atomic.Store (release_other.go).
 //
 //go:noinline
-func storeRelease(w *atomic.Uint32, v uint32) {
-	*(*uint32)(unsafe.Pointer(w)) = v
-}
-
-// storeRelease64 is storeRelease for a uint64 word.
-//
-//go:noinline
 func storeRelease64(w *atomic.Uint64, v uint64) {
 	*(*uint64)(unsafe.Pointer(w)) = v
 }
 
 // StoreReleaseUintptr stores v into *w with release ordering only (see
-// storeRelease): for a lock word whose unlock must order the holder's
+// storeRelease64): for a lock word whose unlock must order the holder's
 // writes before the next holder's CAS, without a fence.
 //
 //go:noinline

@@ -29,8 +29,22 @@
 // while it waits: a request sender polls everything, a reply sender (inside a
 // request handler) polls only its reply ring. Reply handlers never send, so
 // reply rings always drain and no cycle of waiting senders can form. Buffers
-// are allocated before a slot is reserved, so a reserved slot is always
-// committed promptly and never blocks the consumer behind a wait.
+// are allocated before a message is reserved, and an inline payload (at most
+// 8 KiB) is copied between reserve and commit, so a reserved message is
+// always committed promptly and never blocks the consumer behind a wait. The
+// consumer frees ring space once per drain (shm.MsgRing.Publish), after the
+// handlers it ran: a sender may find the ring full while a drain is under
+// way, and polls meanwhile like any other sender.
+//
+// # Handler context
+//
+// Each inbound ring has one consumer at a time: the goroutine whose
+// gctx.ID is in own[qi] (taken by a CAS from 0). The client hands in its
+// handler-context words as own (SetConsumerOwners), so the consumer lock
+// also says which goroutine runs that ring's handlers, and a handler runs
+// without a store before and after it. With a Remote transport the rings
+// are drained under the class mutex too, which Remote takes around its own
+// handlers.
 package smp
 
 import (
