@@ -134,12 +134,16 @@ func (c *Client) stopWatch() {
 }
 
 // progressCount grows with every AM sent or delivered: the client's count,
-// plus the smp conduit's count of AMs sent through shared memory (which
-// inject does not add one by one: an atomic add per AM).
+// plus the smp conduit's counts of AMs sent and (without a remote
+// transport) delivered through shared memory, which inject and polled do
+// not add one by one (an atomic add per AM).
 func (c *Client) progressCount() uint64 {
 	n := c.watch.progress.Load()
 	if c.smp != nil {
 		n += c.smp.SentTraffic()
+		if c.ringsCount {
+			n += c.smp.RecvTraffic()
+		}
 	}
 	return n
 }

@@ -186,6 +186,10 @@ func newMsgRing(b []byte, nslots uint64) *MsgRing {
 // Cap returns the number of slots.
 func (q *MsgRing) Cap() int { return int(q.nslots) }
 
+// Released returns the consumer's published position: the slots released
+// so far, a number that only grows (a snapshot).
+func (q *MsgRing) Released() uint64 { return q.head.Load() }
+
 // Reserved returns the producers' position: the slots reserved so far by
 // every producer, a number that only grows (a snapshot).
 func (q *MsgRing) Reserved() uint64 { return q.tail.Load() }

@@ -881,6 +881,12 @@ func (c *Conduit) Segment(r int) conduit.SegInfo {
 	return c.peers[r].seg
 }
 
+// RecvTraffic returns a count that grows with every AM this rank's drains
+// take from its rings (the slots released, as published).
+func (c *Conduit) RecvTraffic() uint64 {
+	return c.inbound[0].Released() + c.inbound[1].Released()
+}
+
 // IsRemote reports whether rank p is reached through Config.Remote.
 func (c *Conduit) IsRemote(p int) bool { return c.peers[p].remote }
 
