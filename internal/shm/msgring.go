@@ -291,20 +291,33 @@ func (q *MsgRing) Peek() (data []byte, ok bool) {
 
 // Release frees the message the last successful Peek returned. Consumer
 // only, after a successful Peek. The slots become free for producers at
-// the next Publish. Cost: a plain store per slot after the first (clearing
-// the word a later message could start at) and none for one-slot messages.
+// the next Publish.
+//
+// A later message may start at any slot after the first of this one, where
+// a producer may not yet have written anything when the consumer gets
+// there: the slot's first word, payload bytes now, must not read as that
+// message's tag. Every slot is released once per lap (as a message's first
+// slot, which holds this lap's tag, or as a later slot of a message or a
+// pad), and the only tag the consumer can expect at slot s before it is
+// released again is next lap's. So Release loads the first word of each
+// later slot and clears it only if it is that tag: a load (in the cache
+// when the handler read the payload) rather than a store per slot, which
+// would leave the line modified here for the producer to fetch back.
 func (q *MsgRing) Release() {
 	h := q.chead
 	for i := uint64(1); i < q.cur; i++ {
-		q.clearWord(h + i)
+		s := h + i
+		if uint32(q.wordAt(s).Load()) == uint32(s+q.nslots)|mrTagBit {
+			q.clearWord(s)
+		}
 	}
 	q.chead = h + q.cur
 	q.cur = 0
 }
 
 // Publish makes the messages released since the last Publish free for the
-// producers (one release store, none if nothing was released; the clearing
-// stores of Release are ordered before it). Consumer only; call it once a
+// producers (one release store, none if nothing was released; the loads and
+// any clearing stores of Release are ordered before it). Consumer only; call it once a
 // batch of Peek/Release is done, before waiting for anything.
 func (q *MsgRing) Publish() {
 	if q.head.Load() != q.chead {

@@ -304,3 +304,56 @@ func TestMsgRingNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per message, want 0", allocs)
 	}
 }
+
+// TestMsgRingStaleUnderPad: payload words forged with the tag two laps on,
+// in slots that a pad covers (and does not write) on the next lap, must not
+// read as messages on the lap after.
+func TestMsgRingStaleUnderPad(t *testing.T) {
+	const nslots = 16
+	q, _ := newTestMsgRing(t, nslots)
+	one := func(id uint64) {
+		t.Helper()
+		if !sendMsg(q, id, 0) {
+			t.Fatal("Reserve of a one-slot message failed")
+		}
+		if got, _, ok := recvMsg(t, q); !ok || got != id {
+			t.Fatalf("got %d %v, want %d", got, ok, id)
+		}
+		q.Publish()
+		if _, ok := q.Peek(); ok {
+			t.Fatalf("phantom message after message %d", id)
+		}
+	}
+	for i := uint64(0); i < 8; i++ { // to slot 8
+		one(i)
+	}
+	big := q.MaxData() // 8 slots: [8, 16)
+	d, tk, ok := q.Reserve(big)
+	if !ok || tk.pos != 8 {
+		t.Fatalf("Reserve(%d): %v at %d", big, ok, tk.pos)
+	}
+	for s := uint64(1); s < 8; s++ {
+		binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader:], uint32(tk.pos+s+2*nslots)|mrTagBit)
+		binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader+4:], 1)
+	}
+	q.Commit(tk)
+	if _, ok := q.Peek(); !ok {
+		t.Fatal("big message not seen")
+	}
+	q.Release()
+	q.Publish()
+	for i := uint64(100); i < 109; i++ { // positions 16..24: slots 0..8
+		one(i)
+	}
+	// At slot 9 an 8-slot message does not fit: a pad covers slots 9..15.
+	if !sendMsg(q, 200, big-12) {
+		t.Fatal("Reserve after the pad failed")
+	}
+	if got, _, ok := recvMsg(t, q); !ok || got != 200 {
+		t.Fatalf("got %d %v after the pad", got, ok)
+	}
+	q.Publish()
+	for i := uint64(300); i < 300+2*nslots; i++ {
+		one(i)
+	}
+}
