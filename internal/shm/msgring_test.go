@@ -137,17 +137,7 @@ func TestMsgRingStaleData(t *testing.T) {
 		if !ok {
 			t.Fatal("Reserve failed on an empty ring")
 		}
-		k := uint64(MsgSlots(q.MaxData()))
-		for s := uint64(1); s < k; s++ {
-			binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader:], uint32(tk.pos+s+nslots)|mrTagBit)
-			binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader+4:], 1)
-		}
-		q.Commit(tk)
-		if _, ok := q.Peek(); !ok {
-			t.Fatal("committed message not seen")
-		}
-		q.Release()
-		q.Publish()
+		forgeAndConsume(t, q, d, tk, nslots)
 		if _, ok := q.Peek(); ok {
 			t.Fatalf("lap %d: a forged tag in a payload was taken for a message", lap)
 		}
@@ -166,6 +156,23 @@ func TestMsgRingStaleData(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forgeAndConsume fills the first word of every slot after the first of the
+// reserved message (data d, ticket tk) with the tag the consumer will expect
+// at that slot ahead slots later, then commits, consumes and publishes it.
+func forgeAndConsume(t *testing.T, q *MsgRing, d []byte, tk Ticket, ahead uint64) {
+	t.Helper()
+	for s := uint64(1); s < tk.k; s++ {
+		binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader:], uint32(tk.pos+s+ahead)|mrTagBit)
+		binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader+4:], 1)
+	}
+	q.Commit(tk)
+	if _, ok := q.Peek(); !ok {
+		t.Fatal("committed message not seen")
+	}
+	q.Release()
+	q.Publish()
 }
 
 // TestMsgRingMPSC runs producers on several goroutines, each sending
@@ -332,16 +339,7 @@ func TestMsgRingStaleUnderPad(t *testing.T) {
 	if !ok || tk.pos != 8 {
 		t.Fatalf("Reserve(%d): %v at %d", big, ok, tk.pos)
 	}
-	for s := uint64(1); s < 8; s++ {
-		binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader:], uint32(tk.pos+s+2*nslots)|mrTagBit)
-		binary.LittleEndian.PutUint32(d[s*MsgSlotSize-mrMsgHeader+4:], 1)
-	}
-	q.Commit(tk)
-	if _, ok := q.Peek(); !ok {
-		t.Fatal("big message not seen")
-	}
-	q.Release()
-	q.Publish()
+	forgeAndConsume(t, q, d, tk, 2*nslots)
 	for i := uint64(100); i < 109; i++ { // positions 16..24: slots 0..8
 		one(i)
 	}
