@@ -254,12 +254,17 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 }
 
 // Commit publishes the message of ticket: every write to its data made
-// before Commit is visible to the consumer that Peeks it. One release store
-// of its tag (a plain store on amd64: the producer does not wait for the
-// slot's cache line, see storeRelease). Commit does not wake a sleeping
-// consumer: ring its Bell after committing.
+// before Commit is visible to the consumer that Peeks it. Commit does not
+// wake a sleeping consumer: ring its Bell after committing.
+//
+// The store is sequentially consistent (on amd64 an XCHG, which waits for
+// the slot's cache line), not merely a release: Bell.Ring then loads the
+// consumer's sleeper count, and that load must not be satisfied before the
+// commit is visible, or a consumer announcing itself as a sleeper at that
+// moment would check the ring, miss the message, and sleep with nobody to
+// wake it (the store-load order that Bell.Sleep's argument needs).
 func (q *MsgRing) Commit(t Ticket) {
-	storeRelease64(q.wordAt(t.pos), commitWord(t.pos, t.k, 0))
+	q.wordAt(t.pos).Store(commitWord(t.pos, t.k, 0))
 }
 
 // Peek returns the data of the oldest committed message (all of its slots

@@ -13,8 +13,9 @@ import (
 // ordering in hardware, and a call the compiler cannot inline keeps it after
 // the caller's earlier stores, which is how the Go runtime implements its
 // own StoreRel on amd64. sync/atomic's Store is an XCHG instead: a full
-// fence that stalls the producer until the cache line it wrote arrives,
-// once per message (what a flood of AMs is made of). Race-enabled builds
+// fence that stalls the writer until every line it wrote has arrived. Only
+// for words nobody pairs with a later load of the writer's own (a release
+// store lets that load pass it; see MsgRing.Commit). Race-enabled builds
 // and other architectures use atomic.Store (release_other.go).
 //
 //go:noinline

@@ -11,7 +11,7 @@ import (
 // An AM travels through a peer's inbound ring as one message (shm.MsgRing):
 // one or more consecutive 64-byte slots, the ring's 8-byte word first. The
 // message data is laid out as below; the sender writes every field (and an
-// inline payload), then commits the message (a release store of its tag), so
+// inline payload), then commits the message (an atomic store of its tag), so
 // the receiver sees a complete message or none.
 //
 //	off size field
