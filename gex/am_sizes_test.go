@@ -11,7 +11,7 @@ import (
 // Medium payloads at every size where the smp conduit changes how it carries
 // them: the slot boundaries of an inline payload (a message is 64-byte slots,
 // the first holding the ring word, header and args), the end of inline
-// payloads (4 KiB) and the largest Medium (64 KiB, a pool buffer). Each is
+// payloads (128 bytes) and the largest Medium (64 KiB, a pool buffer). Each is
 // sent with 1 and with 16 args, checked byte for byte by the handler (which
 // must also find it 16-byte aligned: "suitably aligned to hold any
 // datatype", GASNet-1 "Active Message Request"), and echoed back by a Reply
@@ -29,7 +29,7 @@ func mediumSizes(max int) []int {
 			sizes = append(sizes, b-1, b, b+1)
 		}
 	}
-	sizes = append(sizes, 255, 256, 4095, 4096, 4097, 8192, 16384, 65535, 65536)
+	sizes = append(sizes, 127, 128, 129, 255, 256, 4096, 8192, 16384, 65535, 65536)
 	out := sizes[:0]
 	for _, n := range sizes {
 		if n >= 0 && n <= max {
@@ -121,7 +121,7 @@ func TestMediumSizeBoundaries(t *testing.T) {
 		}
 		// Mixed sizes in flight at once: the ring wraps, with pads.
 		for i := 0; i < 600; i++ {
-			send(id, (i*733)%(5*1024), i%3 == 0)
+			send(id, (i*37)%300, i%3 == 0)
 			id++
 			sent++
 		}
@@ -134,7 +134,7 @@ func TestMediumSizeBoundaries(t *testing.T) {
 }
 
 // TestAMRoundTripNoAllocs: a Request and the Reply its handler sends, Short
-// and Medium (inline in the ring, and in a pool buffer past 4 KiB), cost no
+// and Medium (inline in the ring, and in a pool buffer past 128 bytes), cost no
 // allocation on the shared-memory path, polling included.
 func TestAMRoundTripNoAllocs(t *testing.T) {
 	c, ep, tm := selfClient(t)
@@ -161,7 +161,7 @@ func TestAMRoundTripNoAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 16<<10)
-	for _, n := range []int{-1, 8, 1000, 4096, 4097, 16 << 10} {
+	for _, n := range []int{-1, 8, 128, 129, 4096, 16 << 10} {
 		want := replies.Load()
 		allocs := testing.AllocsPerRun(500, func() {
 			want++

@@ -15,7 +15,7 @@
 //	...      pools, two per job rank p (requests to p, replies to p): payload
 //	         buffers this rank fills for p and p frees after the handler ran
 //
-// Medium payloads up to 4 KiB (and Long payloads to peers whose segment is
+// Medium payloads up to 128 bytes (and Long payloads to peers whose segment is
 // not mapped) travel inline in the ring message, which spans as many 64-byte
 // slots as they need: one copy into the ring, and the handler reads them in
 // place. Larger ones use a pool buffer of the sender (one copy too), as do
@@ -30,7 +30,7 @@
 // request handler) polls only its reply ring. Reply handlers never send, so
 // reply rings always drain and no cycle of waiting senders can form. Buffers
 // are allocated before a message is reserved, and an inline payload (at most
-// 4 KiB) is copied between reserve and commit, so a reserved message is
+// 128 bytes) is copied between reserve and commit, so a reserved message is
 // always committed promptly and never blocks the consumer behind a wait. The
 // consumer frees ring space once per drain (shm.MsgRing.Publish), after the
 // handlers it ran: a sender may find the ring full while a drain is under
@@ -73,7 +73,7 @@ const (
 	offBell       = 64
 	offRings      = 128
 
-	ringSlots   = 4096 // 64-byte slots: 256 KiB per ring, 4096 Shorts or 63 inline Mediums of 4 KiB
+	ringSlots   = 4096 // 64-byte slots: 256 KiB per ring, 4096 Shorts
 	poolBufs    = 4
 	poolBufSize = 64 << 10
 
@@ -484,14 +484,15 @@ func qidx(isReq bool) int {
 }
 
 // maxInline is the largest payload carried inline in a ring message; larger
-// ones (Medium, or Long to an unmapped peer) travel in a pool buffer, so
-// that a few of them in flight do not fill the ring that Shorts and replies
-// need. Measured (gexbench am, 2 ranks): inline is faster up to 1 KiB, even
-// at 2 and 4 KiB (the pool buffer's flag, which moves between the cores
-// twice per message, no longer costs much against the payload's own
-// lines), slower at 8 KiB (a buffer reused every 4 messages is still in
-// the caches; ring slots come round every 4096).
-const maxInline = 4 << 10
+// ones (Medium, or Long to an unmapped peer) travel in a pool buffer.
+// Measured (gexbench am, 2 ranks, interleaved with the old code): a payload
+// in the message's only slot (up to 32 bytes with no args) makes the Medium
+// round trip as fast as a Short's, 0.37 against 0.55-0.60 us; at 64 bytes
+// (two slots) inline is a little faster, at 128 (three) a little slower
+// than before (the old 256-byte slot) but faster than a pool buffer; from
+// 256 bytes to 4 KiB inline was 5-15% slower than the pool buffer, whose
+// lines are reused every 4 messages and stay shared in both caches.
+const maxInline = 128
 
 // Send implements conduit.Conduit.
 func (c *Conduit) Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error {
