@@ -48,7 +48,7 @@ func (a *allocSelf) drain(tb testing.TB, want int64) {
 	}
 }
 
-// allocRuns is below the smp ring capacity (1024), so sends measured without
+// allocRuns is below the smp ring capacity (4096 one-slot AMs), so sends measured without
 // polling never wait.
 const allocRuns = 200
 

@@ -271,13 +271,19 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 
 // run runs handler e for in with token t, in handler context q (0 and 1:
 // the inbound request and reply queues; 2: AMs released from the hold).
+// When the conduit consuming queue q already names this goroutine in
+// handlerG[q] (smp: its consumer lock is that word), nothing is stored.
 func (c *Client) run(in *conduit.Incoming, e *AMEntry, payload []byte, t *Token, q int) {
 	g := gctx.ID()
 	t.src, t.srcEP, t.entry, t.dest, t.g = in.Src, in.SrcEP, e, Addr(in.Dest), g
 	t.isReq, t.isLong, t.replied, t.live = in.IsReq, in.Cat == conduit.Long, false, true
-	c.handlerG[q].Store(g)
-	e.Fn(t, payload, in.Args[:in.NArgs])
-	c.handlerG[q].Store(0)
+	if c.handlerG[q].Load() == g {
+		e.Fn(t, payload, in.Args[:in.NArgs])
+	} else {
+		c.handlerG[q].Store(g)
+		e.Fn(t, payload, in.Args[:in.NArgs])
+		c.handlerG[q].Store(0)
+	}
 	t.live = false
 }
 
@@ -439,12 +445,18 @@ func (tm *TM) sendAM(rank Rank, s *amSpec, args []AMArg) error {
 // success.
 func (c *Client) inject(s *amSpec, args []AMArg) error {
 	var hdr conduit.Header
-	cflags, err := c.buildHeader(s, len(args), &hdr)
-	if err != nil {
-		return err
+	cflags, berr := c.buildHeader(s, len(args), &hdr)
+	if berr != nil {
+		return berr
 	}
 	copy(hdr.Args[:], args)
-	if err := c.cd.Send(s.dst, hdr, s.payload, cflags); err != nil {
+	var err error
+	if c.smp != nil {
+		err = c.smp.SendRef(s.dst, &hdr, s.payload, cflags) // a direct call: hdr stays on the stack
+	} else {
+		err = c.cd.Send(s.dst, hdr, s.payload, cflags)
+	}
+	if err != nil {
 		if err == conduit.ErrWouldBlock {
 			return ErrNoOp
 		}
@@ -453,7 +465,9 @@ func (c *Client) inject(s *amSpec, args []AMArg) error {
 	if s.lc != nil && !isLCSentinel(s.lc) {
 		*s.lc = EventInvalid // payload copied during the call: locally complete
 	}
-	c.watch.progress.Add(1)
+	if c.smp == nil || c.smp.IsRemote(s.dst) {
+		c.watch.progress.Add(1) // through shared memory, SentTraffic counts it (watch.go)
+	}
 	return nil
 }
 
@@ -482,11 +496,14 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 			return 0, badArg(s.op, "lc_opt EventGroup is not permitted for Replies")
 		}
 	}
-	lim := c.cd.Limits(s.dst)
-	if s.dstEP != 0 {
-		lim = epLimits(lim, s.dstEP)
-	}
 	n := len(s.payload)
+	var lim conduit.Limits
+	if s.cat != conduit.Short { // a Short has no payload limit to look up
+		lim = c.cd.Limits(s.dst)
+		if s.dstEP != 0 {
+			lim = epLimits(lim, s.dstEP)
+		}
+	}
 	switch s.cat {
 	case conduit.Medium:
 		if n > lim.MaxMedium {

@@ -87,6 +87,12 @@ type Client struct {
 
 	done <-chan struct{} // in-process jobs: closed when the job ended
 
+	// smp is cd when it is the smp conduit (AM headers go to it by
+	// reference, am.go), or nil; ringsCount: it counts the AMs delivered
+	// for the progress count (polled).
+	smp        *smp.Conduit
+	ringsCount bool
+
 	rcvWanted bool
 	rcvStop   chan struct{}
 	rcvDone   chan struct{}
@@ -241,6 +247,11 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 			c.ep.handlers[e.Index].Store(&e)
 		}
 	}
+	c.smp, _ = cd.(*smp.Conduit)
+	c.ringsCount = c.smp != nil && !c.smp.HasRemote()
+	if o, ok := cd.(interface{ SetConsumerOwners(*[2]atomic.Uintptr) }); ok {
+		o.SetConsumerOwners((*[2]atomic.Uintptr)(c.handlerG[:2])) // see run
+	}
 	cd.SetDelivery(c.deliver)
 	c.startWatch(cfg.cd == nil) // a process rank unless the caller gave the conduit
 	if err := cd.Barrier(); err != nil {
@@ -353,7 +364,7 @@ func (c *Client) Poll() error {
 	if err := c.checkRestricted("Poll"); err != nil {
 		return err
 	}
-	c.watch.progress.Add(uint64(c.cd.Poll(false)))
+	c.polled(c.cd.Poll(false))
 	c.coll.progress()
 	return nil
 }
@@ -377,8 +388,19 @@ func (c *Client) yield() {
 const (
 	politeSpinPolls = 64
 	spinPolls       = 2000                   // spin-then-block: empty polls before sleeping
+	spinYieldEvery  = 512                    // spin-then-block, not polite: empty polls between Gosched calls
 	sleepCap        = 200 * time.Microsecond // longest sleep before re-checking cond
+	quickPolls      = 64                     // polls of a wait before it is recorded (beginWait)
 )
+
+// polled adds n AMs delivered by a Poll to the progress count, unless the
+// conduit counts them itself (smp without a remote transport: the rings'
+// heads, progressCount in watch.go), which saves an atomic add per poll.
+func (c *Client) polled(n int) {
+	if n > 0 && !c.ringsCount {
+		c.watch.progress.Add(uint64(n))
+	}
+}
 
 func (c *Client) blockUntil(op string, cond func() bool) error {
 	return c.blockUntilEv(op, nil, cond)
@@ -393,12 +415,23 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 	if cond() {
 		return nil
 	}
+	// A wait that ends within a few polls (an AM round trip through shared
+	// memory) is not recorded for the hang reports: that takes a lock twice.
+	for range quickPolls {
+		if n := c.cd.Poll(false); n > 0 {
+			c.polled(n)
+			c.coll.progress()
+		}
+		if cond() {
+			return nil
+		}
+	}
 	c.beginWait(op, ev)
 	defer c.endWait()
 	idle := 0
 	for !cond() {
 		if n := c.cd.Poll(false); n > 0 {
-			c.watch.progress.Add(uint64(n))
+			c.polled(n)
 			c.coll.progress()
 			idle = 0
 			continue
@@ -431,7 +464,10 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 			c.sleep(cond)
 		default:
 			if idle < c.spinPolls {
-				if c.polite || idle%32 == 0 {
+				// runtime.Gosched with an idle P wakes another thread
+				// (futex), which then spins on the core the peer rank
+				// needs: yield rarely unless polite (sched_yield).
+				if c.polite || idle%spinYieldEvery == 0 {
 					c.yield()
 				}
 			} else {
@@ -455,7 +491,7 @@ func (c *Client) startReceiver() {
 			default:
 			}
 			if n := c.cd.Poll(false); n > 0 {
-				c.watch.progress.Add(uint64(n))
+				c.polled(n)
 				c.coll.progress()
 				idle = 0
 				continue

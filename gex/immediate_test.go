@@ -18,7 +18,7 @@ import (
 // longer) cannot be obtained".
 
 // floodBound is far above any queue or pool capacity of the conduits (the smp
-// rings hold 1024 AMs), so a flood that never meets backpressure is a bug.
+// rings hold 4096 one-slot AMs), so a flood that never meets backpressure is a bug.
 const floodBound = 100000
 
 // seqSet records which sequence numbers arrived and flags duplicates.

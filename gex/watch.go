@@ -133,6 +133,21 @@ func (c *Client) stopWatch() {
 	}
 }
 
+// progressCount grows with every AM sent or delivered: the client's count,
+// plus the smp conduit's counts of AMs sent and (without a remote
+// transport) delivered through shared memory, which inject and polled do
+// not add one by one (an atomic add per AM).
+func (c *Client) progressCount() uint64 {
+	n := c.watch.progress.Load()
+	if c.smp != nil {
+		n += c.smp.SentTraffic()
+		if c.ringsCount {
+			n += c.smp.RecvTraffic()
+		}
+	}
+	return n
+}
+
 // reportProgress sends the progress count and the current wait every d.
 func (c *Client) reportProgress(pr boot.ProgressReporter, d time.Duration) {
 	t := time.NewTicker(d)
@@ -140,7 +155,7 @@ func (c *Client) reportProgress(pr boot.ProgressReporter, d time.Duration) {
 	for {
 		select {
 		case <-t.C:
-			if pr.ReportProgress(c.watch.progress.Load(), c.waiting()) != nil {
+			if pr.ReportProgress(c.progressCount(), c.waiting()) != nil {
 				return
 			}
 		case <-c.watch.stop:

@@ -66,6 +66,18 @@
 // most one goroutine in all processes consumes at a time; the ring's owner
 // serialises its consumers with a lock of its own.
 //
+// # MsgRing
+//
+// MsgRing (msgring.go, the smp conduit's AM rings) has the same roles with
+// variable-length messages in 64-byte slots: the header words tail (offset
+// 128, producers) and head (offset 256, published by the consumer once per
+// batch) on their own 128-byte blocks, slots from offset 384. A message's
+// first 8 bytes are its commit word (tag, slot count, flags), stored last
+// and sequentially consistent (the Bell argument below needs it); producers
+// find free slots from a cached head and never read a slot before writing
+// it; the consumer clears the first word of a later slot only when it reads
+// as next lap's tag.
+//
 // # Pool layout
 //
 // A pool holds fixed-size buffers for payloads too big for a ring slot:
@@ -101,9 +113,10 @@
 // # Peers
 //
 // Nothing a peer writes into shared memory makes this package panic or
-// access memory outside a view: AttachRing and AttachPool validate every
-// header field against the length and alignment of the bytes, the views keep
-// the geometry they validated, ring positions are masked, and pool indices
-// from peers are range-checked (Buf, Free). A peer that scribbles on the
+// access memory outside a view: AttachRing, AttachMsgRing and AttachPool
+// validate every header field against the length and alignment of the
+// bytes, the views keep the geometry they validated, ring positions are
+// masked (a MsgRing slot count that would run past the end is taken as 1),
+// and pool indices from peers are range-checked (Buf, Free). A peer that scribbles on the
 // shared words can still lose or garble messages; it cannot crash the reader.
 package shm

@@ -16,7 +16,7 @@ func TestRegionLayout(t *testing.T) {
 	}
 	for _, size := range []int{1, 2, 4, 64} {
 		rings, pools, total := regionBytes(size)
-		rb := shm.RingBytes(ringSlots, slotSize)
+		rb := shm.MsgRingBytes(ringSlots)
 		pb := shm.PoolBytes(poolBufs, poolBufSize)
 		if rings%64 != 0 || pools%64 != 0 || rb%64 != 0 || pb%64 != 0 {
 			t.Fatalf("size %d: rings %d, pools %d, ring bytes %d, pool bytes %d: not all 64-aligned", size, rings, pools, rb, pb)
@@ -28,8 +28,27 @@ func TestRegionLayout(t *testing.T) {
 			t.Fatalf("size %d: total %d, want %d", size, total, pools+2*size*pb)
 		}
 	}
-	if inlineMax < 128 || offInline%8 != 0 {
-		t.Fatalf("inline payload %d bytes at offset %d", inlineMax, offInline)
+	// The largest inline payload (with 16 args) fits one ring message, and
+	// a Short with 8 args fills exactly one slot.
+	reg, err := shm.NewHeap().Create("ring", shm.MsgRingBytes(ringSlots))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := shm.InitMsgRing(reg.Bytes(), ringSlots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payloadOff(16)+maxInline > q.MaxData() {
+		t.Fatalf("inline payload of %d bytes with 16 args needs %d bytes; a ring message holds %d", maxInline, payloadOff(16)+maxInline, q.MaxData())
+	}
+	if shm.MsgSlots(argsEnd(8)) != 1 || shm.MsgSlots(argsEnd(9)) != 2 {
+		t.Fatalf("a Short with 8 args takes %d slots, with 9 args %d; want 1 and 2", shm.MsgSlots(argsEnd(8)), shm.MsgSlots(argsEnd(9)))
+	}
+	for nargs := 0; nargs <= 16; nargs++ {
+		// 8 bytes of ring word before the data: payloads 16-byte aligned in the slot.
+		if (8+payloadOff(nargs))%16 != 0 || payloadOff(nargs) < argsEnd(nargs) {
+			t.Fatalf("payload of a %d-arg message at %d", nargs, payloadOff(nargs))
+		}
 	}
 }
 
@@ -51,9 +70,9 @@ func TestRegionHeader(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[8:], 0)
 	binary.LittleEndian.PutUint32(b[12:], 1)
 	ringsOff, poolsOff, _ := regionBytes(1)
-	rb := shm.RingBytes(ringSlots, slotSize)
+	rb := shm.MsgRingBytes(ringSlots)
 	for i := 0; i < 2; i++ {
-		if _, err := shm.InitRing(b[ringsOff+i*rb:ringsOff+(i+1)*rb], ringSlots, slotSize); err != nil {
+		if _, err := shm.InitMsgRing(b[ringsOff+i*rb:ringsOff+(i+1)*rb], ringSlots); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,29 +8,32 @@ import (
 	"github.com/gexgo/gexgo/internal/conduit"
 )
 
-// An AM travels through a peer's inbound ring as one fixed-size slot. The
-// slot's data (after the ring's own sequence word) is laid out as below; the
-// sender writes every field, then commits the slot (a release store of the
-// ring's sequence word), so the receiver sees a complete slot or none.
+// An AM travels through a peer's inbound ring as one message (shm.MsgRing):
+// one or more consecutive 64-byte slots, the ring's 8-byte word first. The
+// message data is laid out as below; the sender writes every field (and an
+// inline payload), then commits the message (an atomic store of its tag), so
+// the receiver sees a complete message or none.
 //
 //	off size field
 //	0   1    kind: bits 0-1 category (1 Short, 2 Medium, 3 Long), bit 2 request,
-//	         bit 3 payload inline in the slot, bit 4 Long payload already placed
+//	         bit 3 payload inline in the message, bit 4 Long payload already placed
 //	1   1    handler index
 //	2   1    nargs (0..16)
-//	3   1    payload buffer index in the sender's pool for this receiver (not
-//	         inline; the pool has poolBufs buffers)
+//	3   1    payload buffer index in the sender's pool for this receiver (a
+//	         Prepare'd payload; the pool has poolBufs buffers)
 //	4   4    source job rank
 //	8   4    payload length in bytes
 //	12  2    destination endpoint index (gex_EP_Index_t)
 //	14  2    source endpoint index
 //	16  8    Long destination address (owner's address)
-//	24  64   args: 16 x int32, the first nargs meaningful
-//	88  ...  inline payload
+//	24  4*n  args: nargs x int32
+//	...      inline payload, at payloadOff(nargs): 24 + 4*nargs rounded up to
+//	         16, which puts it 16-byte aligned in memory ("suitably aligned to
+//	         hold any datatype", GASNet-1 "Active Message Request")
 //
-// Everything but the args beyond the eighth and the inline payload lies in
-// the slot's first cache line (with the ring's sequence word), so a Short
-// with few args moves one line between the cores.
+// A Short with up to 8 args fills exactly one slot (one cache line moves to
+// the receiver); a Medium occupies as many slots as its payload needs, and
+// the handler reads the payload in place.
 const (
 	offKind    = 0
 	offHandler = 1
@@ -42,7 +45,6 @@ const (
 	offSrcEP   = 14
 	offDest    = 16
 	offArgs    = 24
-	offInline  = 88
 
 	kindCatMask = 0x3
 	kindReq     = 1 << 2
@@ -51,45 +53,56 @@ const (
 	kindKnown   = kindCatMask | kindReq | kindInline | kindPlaced
 )
 
-// slotHeader is the decoded form of a slot.
-type slotHeader struct {
-	conduit.Header
+// argsEnd is the length of a message's header and nargs args.
+func argsEnd(nargs int) int { return offArgs + 4*nargs }
+
+// payloadOff is where an inline payload starts in a message of nargs args.
+func payloadOff(nargs int) int { return offArgs + (4*nargs+15)&^15 }
+
+// slotMeta is what a message says about its payload and sender, beside the
+// conduit.Header.
+type slotMeta struct {
 	Src    int
 	NBytes int
-	Buf    int  // pool index when !Inline
-	Inline bool // payload follows the header in the slot
+	Buf    int  // pool index when neither Inline nor Placed
+	Inline bool // payload follows the args in the message
 	Placed bool // Long payload already written into the destination segment
 }
 
-// encodeSlot writes an AM into the slot data s: the header h from src, with
-// payload length n and either the payload inline (kindInline in flags), a pool
-// buffer index buf, or a Long already placed (kindPlaced). The caller
-// guarantees that an inline payload fits.
-func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte, payload []byte) {
+// slotHeader is the decoded form of a message (tests and fuzzing).
+type slotHeader struct {
+	conduit.Header
+	slotMeta
+}
+
+// encodeSlot writes the header h from src into message data s: payload
+// length n and either kindInline in flags (the caller copies the payload to
+// s[payloadOff(nargs):]), a pool buffer index buf, or a Long already placed
+// (kindPlaced). s is at least argsEnd(h.NArgs) bytes long.
+func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte) {
 	k := byte(h.Cat)&kindCatMask | flags
 	if h.IsReq {
 		k |= kindReq
 	}
-	_ = s[offInline-1]
+	nargs := min(int(h.NArgs), conduit.MaxArgs)
+	_ = s[argsEnd(nargs)-1]
 	s[offKind] = k
 	s[offHandler] = h.Handler
 	s[offNArgs] = h.NArgs
 	s[offBuf] = byte(buf)
 	binary.LittleEndian.PutUint32(s[offSrc:], uint32(src))
 	binary.LittleEndian.PutUint32(s[offNBytes:], uint32(n))
-	binary.LittleEndian.PutUint64(s[offDest:], h.Dest)
-	a := s[offArgs : offArgs+4*conduit.MaxArgs]
-	for i := 0; i < int(h.NArgs) && i < conduit.MaxArgs; i++ {
-		binary.LittleEndian.PutUint32(a[4*i:], uint32(h.Args[i]))
-	}
 	binary.LittleEndian.PutUint16(s[offEP:], h.EP)
 	binary.LittleEndian.PutUint16(s[offSrcEP:], h.SrcEP)
-	if flags&kindInline != 0 {
-		copy(s[offInline:], payload)
+	binary.LittleEndian.PutUint64(s[offDest:], h.Dest)
+	a := s[offArgs : offArgs+4*nargs]
+	for i := range nargs {
+		binary.LittleEndian.PutUint32(a[4*i:], uint32(h.Args[i]))
 	}
 }
 
-// encodeSlotHeader is encodeSlot for a decoded header (tests, fuzzing).
+// encodeSlotHeader is encodeSlot for a decoded header, payload included
+// (tests, fuzzing).
 func encodeSlotHeader(s []byte, h *slotHeader, payload []byte) {
 	var f byte
 	if h.Inline {
@@ -98,7 +111,15 @@ func encodeSlotHeader(s []byte, h *slotHeader, payload []byte) {
 	if h.Placed {
 		f |= kindPlaced
 	}
-	encodeSlot(s, &h.Header, h.Src, h.NBytes, h.Buf, f, payload)
+	encodeSlot(s, &h.Header, h.Src, h.NBytes, h.Buf, f)
+	if h.Inline {
+		copy(s[payloadOff(int(h.NArgs)):], payload)
+	}
+}
+
+// decodeSlotHeader is decodeSlot into a slotHeader.
+func decodeSlotHeader(s []byte, h *slotHeader, size, maxPayload int) error {
+	return decodeSlot(s, &h.Header, &h.slotMeta, size, maxPayload)
 }
 
 // The payload buffer index travels in one byte.
@@ -106,13 +127,14 @@ const _ uint8 = poolBufs - 1
 
 var errSlot = errors.New("smp: malformed AM slot")
 
-// decodeSlot parses slot data s into h. It checks everything that can be
-// checked without the receiver's tables: category, nargs, source rank against
-// size, payload length against maxPayload (and the slot for inline payloads).
-// It never panics, whatever s holds.
-func decodeSlot(s []byte, h *slotHeader, size, maxPayload int) error {
-	if len(s) < offInline {
-		return fmt.Errorf("%w: slot of %d bytes is shorter than the %d-byte header", errSlot, len(s), offInline)
+// decodeSlot parses message data s into h and m. It checks everything that
+// can be checked without the receiver's tables: category, nargs (against
+// the message's length too), source rank against size, payload length
+// against maxPayload (and the message for inline payloads). It never panics,
+// whatever s holds; on error h may be partly overwritten.
+func decodeSlot(s []byte, h *conduit.Header, m *slotMeta, size, maxPayload int) error {
+	if len(s) < offArgs {
+		return fmt.Errorf("%w: message of %d bytes is shorter than the %d-byte header", errSlot, len(s), offArgs)
 	}
 	k := s[offKind]
 	if k&^kindKnown != 0 {
@@ -122,9 +144,12 @@ func decodeSlot(s []byte, h *slotHeader, size, maxPayload int) error {
 	if cat < conduit.Short || cat > conduit.Long {
 		return fmt.Errorf("%w: category %d", errSlot, cat)
 	}
-	nargs := s[offNArgs]
+	nargs := int(s[offNArgs])
 	if nargs > conduit.MaxArgs {
 		return fmt.Errorf("%w: nargs %d exceeds %d", errSlot, nargs, conduit.MaxArgs)
+	}
+	if argsEnd(nargs) > len(s) {
+		return fmt.Errorf("%w: %d args do not fit the %d-byte message", errSlot, nargs, len(s))
 	}
 	src := binary.LittleEndian.Uint32(s[offSrc:])
 	if int64(src) >= int64(size) {
@@ -138,22 +163,22 @@ func decodeSlot(s []byte, h *slotHeader, size, maxPayload int) error {
 		return fmt.Errorf("%w: payload length %d exceeds %d", errSlot, n, maxPayload)
 	}
 	inline := k&kindInline != 0
-	if inline && int64(n) > int64(len(s)-offInline) {
-		return fmt.Errorf("%w: inline payload length %d exceeds the slot's %d bytes", errSlot, n, len(s)-offInline)
+	if inline && int64(n) > int64(len(s)-payloadOff(nargs)) {
+		return fmt.Errorf("%w: inline payload length %d exceeds the message's %d bytes", errSlot, n, max(0, len(s)-payloadOff(nargs)))
 	}
 	placed := k&kindPlaced != 0
 	if placed && (cat != conduit.Long || inline) {
 		return fmt.Errorf("%w: placed flag on a %v (inline=%v)", errSlot, cat, inline)
 	}
-	h.Cat, h.IsReq, h.Handler, h.NArgs = cat, k&kindReq != 0, s[offHandler], nargs
-	h.Src, h.NBytes, h.Inline, h.Placed = int(src), int(n), inline, placed
-	h.Buf = int(s[offBuf])
+	h.Cat, h.IsReq, h.Handler, h.NArgs = cat, k&kindReq != 0, s[offHandler], uint8(nargs)
 	h.Dest = binary.LittleEndian.Uint64(s[offDest:])
 	h.EP = binary.LittleEndian.Uint16(s[offEP:])
 	h.SrcEP = binary.LittleEndian.Uint16(s[offSrcEP:])
-	a := s[offArgs : offArgs+4*conduit.MaxArgs]
-	for i := 0; i < int(nargs); i++ {
+	a := s[offArgs : offArgs+4*nargs]
+	for i := range nargs {
 		h.Args[i] = int32(binary.LittleEndian.Uint32(a[4*i:]))
 	}
+	m.Src, m.NBytes, m.Inline, m.Placed = int(src), int(n), inline, placed
+	m.Buf = int(s[offBuf])
 	return nil
 }

@@ -10,7 +10,8 @@ import (
 const testSlotData = 248
 
 func sampleSlot(cat conduit.Category, isReq, inline bool, nargs int, payload []byte) (slotHeader, []byte) {
-	h := slotHeader{Src: 3, NBytes: len(payload), Buf: 2, Inline: inline}
+	var h slotHeader
+	h.Src, h.NBytes, h.Buf, h.Inline = 3, len(payload), 2, inline
 	h.Cat, h.IsReq, h.Handler, h.NArgs, h.Dest = cat, isReq, 200, uint8(nargs), 0x7f0000001000
 	h.EP, h.SrcEP = uint16(nargs+1), 0xfffe
 	for i := 0; i < nargs; i++ {
@@ -33,13 +34,13 @@ func TestSlotRoundTrip(t *testing.T) {
 				}
 				want, s := sampleSlot(cat, isReq, inline, nargs, payload)
 				var got slotHeader
-				if err := decodeSlot(s, &got, 4, 65536); err != nil {
+				if err := decodeSlotHeader(s, &got, 4, 65536); err != nil {
 					t.Fatalf("%v nargs=%d req=%v: decode: %v", cat, nargs, isReq, err)
 				}
 				if got != want {
 					t.Fatalf("%v nargs=%d req=%v: got %+v want %+v", cat, nargs, isReq, got, want)
 				}
-				if inline && !bytes.Equal(s[offInline:offInline+got.NBytes], payload) {
+				if inline && !bytes.Equal(s[payloadOff(nargs):payloadOff(nargs)+got.NBytes], payload) {
 					t.Fatalf("inline payload mismatch")
 				}
 			}
@@ -62,16 +63,20 @@ func TestSlotRejects(t *testing.T) {
 		{"inline too long", func(s []byte) { s[offNBytes] = 0xff; s[offNBytes+1] = 0 }, 4},
 		{"payload above max", func(s []byte) { s[offKind] &^= kindInline; s[offNBytes+2] = 2 }, 4},
 		{"placed medium", func(s []byte) { s[offKind] |= kindPlaced }, 4},
+		{"args past the message", func(s []byte) {}, 4},
 	}
 	for _, c := range cases {
 		s := append([]byte(nil), good...)
 		if c.mut == nil {
-			s = s[:offInline-1]
+			s = s[:offArgs-1]
 		} else {
 			c.mut(s)
 		}
+		if c.name == "args past the message" {
+			s = s[:argsEnd(2)-1]
+		}
 		var h slotHeader
-		if err := decodeSlot(s, &h, c.size, 65536); err == nil {
+		if err := decodeSlotHeader(s, &h, c.size, 65536); err == nil {
 			t.Errorf("%s: decode accepted a malformed slot", c.name)
 		}
 	}
@@ -84,24 +89,25 @@ func FuzzDecodeSlot(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s []byte) {
 		var h slotHeader
-		if err := decodeSlot(s, &h, 4, 65536); err != nil {
+		if err := decodeSlotHeader(s, &h, 4, 65536); err != nil {
 			return
 		}
 		// Anything accepted must be self-consistent and re-encode to the same header.
 		if h.NArgs > conduit.MaxArgs || h.Src >= 4 || h.NBytes > 65536 {
 			t.Fatalf("accepted out-of-range header %+v", h)
 		}
-		if h.Inline && offInline+h.NBytes > len(s) {
-			t.Fatalf("accepted inline payload beyond the slot: %+v", h)
+		po := payloadOff(int(h.NArgs))
+		if h.Inline && po+h.NBytes > len(s) || argsEnd(int(h.NArgs)) > len(s) {
+			t.Fatalf("accepted a payload or args beyond the message: %+v", h)
 		}
-		out := make([]byte, max(len(s), offInline))
+		out := make([]byte, len(s))
 		var payload []byte
 		if h.Inline {
-			payload = s[offInline : offInline+h.NBytes]
+			payload = s[po : po+h.NBytes]
 		}
 		encodeSlotHeader(out, &h, payload)
 		var h2 slotHeader
-		if err := decodeSlot(out, &h2, 4, 65536); err != nil || h2 != h {
+		if err := decodeSlotHeader(out, &h2, 4, 65536); err != nil || h2 != h {
 			t.Fatalf("re-encode mismatch: %v %+v vs %+v", err, h2, h)
 		}
 	})

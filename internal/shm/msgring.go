@@ -1,0 +1,339 @@
+package shm
+
+import (
+	"encoding/binary"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+)
+
+// MsgRing header: magic and version.
+const (
+	MsgRingMagic   = 0x324d5847 // "GXM2" little-endian
+	MsgRingVersion = 1
+)
+
+// MsgRing layout: byte offsets from the start of the ring's byte range, which
+// is 64-byte aligned. The producers' word and the consumer's word each have a
+// 128-byte block of their own (the adjacent-line prefetcher fetches lines in
+// pairs), so a producer reserving never takes the line the consumer publishes
+// to, and the reverse.
+const (
+	mrOffMagic   = 0   // uint32, MsgRingMagic; written last by InitMsgRing
+	mrOffVersion = 4   // uint32, MsgRingVersion
+	mrOffNSlots  = 8   // uint32, power of two in [mrMinSlots, mrMaxSlots]
+	mrOffTail    = 128 // uint64 atomic: next ticket to reserve (producers)
+	mrOffHead    = 256 // uint64 atomic: first ticket not yet released (published by the consumer)
+	mrOffSlots   = 384 // slot 0
+
+	// MsgSlotSize is the size of one slot: a cache line.
+	MsgSlotSize = 64
+
+	// Every message starts with an 8-byte word in its first slot, stored
+	// last and at once (the commit: the producer's first store to the
+	// slot's line is the header, its last this word, so a consumer polling
+	// the line takes it from the producer once):
+	//	0  uint32 tag: uint32(ticket) | mrTagBit
+	//	4  uint16 number of slots the message occupies, >= 1
+	//	6  uint16 flags (mrFlagPad: filler up to the end of the ring)
+	// and its data follows, contiguous, up to the end of its last slot.
+	mrMsgHeader = 8
+	mrTagBit    = 1 << 31
+	mrFlagPad   = 1
+
+	mrMinSlots    = 2
+	mrMaxSlots    = 1 << 24 // tags of the same slot one lap apart must differ: nslots < 2^31
+	mrMaxMsgSlots = 1<<16 - 1
+)
+
+// MsgRing is a view of a bounded multi-producer single-consumer queue of
+// variable-length messages in shared memory. A message occupies one or more
+// consecutive 64-byte slots (never wrapping around the end: a producer whose
+// message would wrap pads the rest of the ring first), so its data is one
+// contiguous slice the consumer reads in place.
+//
+// Compared with Ring it moves fewer cache lines per message: a producer
+// never reads a slot before writing it (it learns which slots are free from
+// the consumer's head, which it caches and re-reads only when the ring looks
+// full), and the consumer writes nothing into a slot of a one-slot message.
+// A message of one slot therefore costs one transfer of its line to the
+// consumer, plus taking it back exclusive for the next lap.
+//
+// Any number of producers in any number of processes may call Reserve and
+// Commit concurrently. At most one goroutine in all processes consumes
+// (Peek, Release, Publish) at a time; consumers that take turns must be
+// ordered by a lock of their own, and must all use the same view (the
+// consumer's position between Publish calls lives in the view).
+//
+// A MsgRing value keeps the geometry it validated when it was made: a peer
+// that rewrites the header, a tag, a slot count or the head word cannot make
+// the view index outside its slots or panic.
+type MsgRing struct {
+	b      []byte
+	slots  unsafe.Pointer // &b[mrOffSlots]
+	tail   *atomic.Uint64
+	head   *atomic.Uint64
+	mask   uint64
+	nslots uint64
+
+	// seenHead is a head value this process has read: every ticket below it
+	// is free for producers. Producers re-read head only when seenHead says
+	// the ring is full.
+	seenHead atomic.Uint64
+
+	// The consumer's state, guarded by the consumer's lock: chead is the
+	// first ticket not yet released (head lags behind it until Publish), cur
+	// the slots of the message the last Peek returned.
+	chead uint64
+	cur   uint64
+}
+
+func checkMsgRingGeometry(nslots uint64) error {
+	if nslots < mrMinSlots || nslots > mrMaxSlots || nslots&(nslots-1) != 0 {
+		return formatErr("msgring", "nslots", strconv.FormatUint(nslots, 10)+": not a power of two in [2, 2^24]")
+	}
+	return nil
+}
+
+// MsgRingBytes returns the bytes a MsgRing of nslots slots occupies (header
+// included). It panics if nslots is not a power of two in [2, 2^24]: the
+// argument is the caller's constant.
+func MsgRingBytes(nslots int) int {
+	if nslots < 0 {
+		panic(formatErr("msgring", "nslots", "negative"))
+	}
+	if err := checkMsgRingGeometry(uint64(nslots)); err != nil {
+		panic(err)
+	}
+	return mrOffSlots + nslots*MsgSlotSize
+}
+
+// InitMsgRing formats b as an empty MsgRing of nslots slots and returns the
+// owner's view. b must be 64-byte aligned and at least MsgRingBytes(nslots)
+// long. No other party may use b while it is being formatted; the magic word
+// is stored last.
+func InitMsgRing(b []byte, nslots int) (*MsgRing, error) {
+	if nslots < 0 {
+		return nil, formatErr("msgring", "nslots", "negative")
+	}
+	if err := checkMsgRingGeometry(uint64(nslots)); err != nil {
+		return nil, err
+	}
+	if need := mrOffSlots + nslots*MsgSlotSize; len(b) < need {
+		return nil, formatErr("msgring", "length", strconv.Itoa(len(b))+" bytes, need "+strconv.Itoa(need))
+	}
+	if err := checkBase("msgring", b); err != nil {
+		return nil, err
+	}
+	Uint32At(b, mrOffMagic).Store(0)
+	binary.LittleEndian.PutUint32(b[mrOffVersion:], MsgRingVersion)
+	binary.LittleEndian.PutUint32(b[mrOffNSlots:], uint32(nslots))
+	clear(b[12:mrOffSlots])
+	for i := range nslots {
+		clear(b[mrOffSlots+i*MsgSlotSize : mrOffSlots+i*MsgSlotSize+mrMsgHeader])
+	}
+	q := newMsgRing(b, uint64(nslots))
+	Uint32At(b, mrOffMagic).Store(MsgRingMagic)
+	return q, nil
+}
+
+// AttachMsgRing returns a view of the MsgRing a peer formatted at the start
+// of b, after validating magic, version and geometry against len(b) and b's
+// alignment; the error names the offending field. Whatever the bytes, it
+// does not panic, and neither do the methods of the view it returns.
+func AttachMsgRing(b []byte) (*MsgRing, error) {
+	if len(b) < mrOffSlots {
+		return nil, formatErr("msgring", "length", strconv.Itoa(len(b))+" bytes, less than the "+
+			strconv.Itoa(mrOffSlots)+"-byte header")
+	}
+	if err := checkBase("msgring", b); err != nil {
+		return nil, err
+	}
+	if m := Uint32At(b, mrOffMagic).Load(); m != MsgRingMagic {
+		return nil, formatErr("msgring", "magic", "0x"+strconv.FormatUint(uint64(m), 16)+", want 0x324d5847 (GXM2)")
+	}
+	if v := binary.LittleEndian.Uint32(b[mrOffVersion:]); v != MsgRingVersion {
+		return nil, formatErr("msgring", "version", strconv.FormatUint(uint64(v), 10)+", want 1")
+	}
+	nslots := uint64(binary.LittleEndian.Uint32(b[mrOffNSlots:]))
+	if err := checkMsgRingGeometry(nslots); err != nil {
+		return nil, err
+	}
+	if need := mrOffSlots + nslots*MsgSlotSize; uint64(len(b)) < need {
+		return nil, formatErr("msgring", "nslots", strconv.FormatUint(nslots, 10)+" slots need "+
+			strconv.FormatUint(need, 10)+" bytes, have "+strconv.Itoa(len(b)))
+	}
+	return newMsgRing(b, nslots), nil
+}
+
+func newMsgRing(b []byte, nslots uint64) *MsgRing {
+	n := mrOffSlots + int(nslots*MsgSlotSize)
+	b = b[:n:n]
+	q := &MsgRing{
+		b:      b,
+		slots:  unsafe.Pointer(unsafe.SliceData(b[mrOffSlots:])),
+		tail:   Uint64At(b, mrOffTail),
+		head:   Uint64At(b, mrOffHead),
+		mask:   nslots - 1,
+		nslots: nslots,
+	}
+	h := q.head.Load()
+	q.seenHead.Store(h)
+	q.chead = h
+	return q
+}
+
+// Cap returns the number of slots.
+func (q *MsgRing) Cap() int { return int(q.nslots) }
+
+// Released returns the consumer's published position: the slots released
+// so far, a number that only grows (a snapshot).
+func (q *MsgRing) Released() uint64 { return q.head.Load() }
+
+// Reserved returns the producers' position: the slots reserved so far by
+// every producer, a number that only grows (a snapshot).
+func (q *MsgRing) Reserved() uint64 { return q.tail.Load() }
+
+// MaxData returns the largest data length of one message: half the ring
+// (so that a message and the pad before it always fit once the ring has
+// drained), or 65535 slots, less the message word.
+func (q *MsgRing) MaxData() int {
+	return int(min(q.nslots/2, mrMaxMsgSlots))*MsgSlotSize - mrMsgHeader
+}
+
+// A Ticket names a message between Reserve and Commit.
+type Ticket struct{ pos, k uint64 }
+
+// commitWord is the message word of a k-slot message at pos.
+func commitWord(pos, k uint64, flags uint16) uint64 {
+	return uint64(uint32(pos)|mrTagBit) | k<<32 | uint64(flags)<<48
+}
+
+// MsgSlots returns the number of slots a message of n data bytes occupies.
+func MsgSlots(n int) int { return (n + mrMsgHeader + MsgSlotSize - 1) / MsgSlotSize }
+
+// Reserve claims room for a message of n data bytes (0 <= n <= MaxData())
+// and returns its data, at least n bytes (the rest of its last slot
+// included, with whatever an earlier message left there), and the ticket to
+// pass to Commit; ok == false if the ring has no room now (or n is out of
+// range). It never waits. A reserved message blocks the consumer at its
+// position until it is committed, so Commit must follow promptly, on every
+// path.
+//
+// Cost: a load of tail and of the cached head, and a CAS on tail; the head
+// word is read only when the cached value says the ring is full.
+func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
+	if uint(n) > uint(q.MaxData()) {
+		return nil, Ticket{}, false
+	}
+	k := uint64(MsgSlots(n))
+	for {
+		pos := q.tail.Load()
+		total := k
+		if off := pos & q.mask; off+k > q.nslots {
+			total = q.nslots - off + k // pad to the end of the ring, start at slot 0
+		}
+		end := pos + total
+		if end-q.seenHead.Load() > q.nslots {
+			h := q.head.Load()
+			if end-h > q.nslots {
+				return nil, Ticket{}, false
+			}
+			q.seenHead.Store(h)
+		}
+		if !q.tail.CompareAndSwap(pos, end) {
+			continue
+		}
+		start := pos
+		if total != k {
+			storeRelease64(q.wordAt(pos), commitWord(pos, total-k, mrFlagPad))
+			start = pos + total - k
+		}
+		return q.data(start, k), Ticket{start, k}, true
+	}
+}
+
+// Commit publishes the message of ticket: every write to its data made
+// before Commit is visible to the consumer that Peeks it. Commit does not
+// wake a sleeping consumer: ring its Bell after committing.
+//
+// The store is sequentially consistent (on amd64 an XCHG, which waits for
+// the slot's cache line), not merely a release: Bell.Ring then loads the
+// consumer's sleeper count, and that load must not be satisfied before the
+// commit is visible, or a consumer announcing itself as a sleeper at that
+// moment would check the ring, miss the message, and sleep with nobody to
+// wake it (the store-load order that Bell.Sleep's argument needs).
+func (q *MsgRing) Commit(t Ticket) {
+	q.wordAt(t.pos).Store(commitWord(t.pos, t.k, 0))
+}
+
+// Peek returns the data of the oldest committed message (all of its slots
+// less the message word; the caller decodes its own length), or ok == false
+// if there is none yet. Consumer only. The data stays valid, and stays in
+// the ring, until Release.
+func (q *MsgRing) Peek() (data []byte, ok bool) {
+	for {
+		h := q.chead
+		w := q.wordAt(h).Load()
+		if uint32(w) != uint32(h)|mrTagBit {
+			return nil, false
+		}
+		k, flags := w>>32&0xffff, uint16(w>>48)
+		if off := h & q.mask; k == 0 || off+k > q.nslots {
+			// A corrupt slot count (only a misbehaving peer writes one):
+			// take the message as one slot, so the position stays inside
+			// the ring; the caller's decoder sees whatever it holds.
+			k = 1
+		}
+		q.cur = k
+		if flags&mrFlagPad != 0 {
+			q.Release()
+			continue
+		}
+		return q.data(h, k), true
+	}
+}
+
+// Release frees the message the last successful Peek returned. Consumer
+// only, after a successful Peek. The slots become free for producers at
+// the next Publish.
+//
+// A later message may start at any slot after the first of this one, where
+// a producer may not yet have written anything when the consumer gets
+// there: the slot's first word, payload bytes now, must not read as that
+// message's tag. Every slot is released once per lap (as a message's first
+// slot, which holds this lap's tag, or as a later slot of a message or a
+// pad), and the only tag the consumer can expect at slot s before it is
+// released again is next lap's. So Release loads the first word of each
+// later slot and clears it only if it is that tag: a load (in the cache
+// when the handler read the payload) rather than a store per slot, which
+// would leave the line modified here for the producer to fetch back.
+func (q *MsgRing) Release() {
+	h := q.chead
+	for i := uint64(1); i < q.cur; i++ {
+		s := h + i
+		if uint32(q.wordAt(s).Load()) == uint32(s+q.nslots)|mrTagBit {
+			q.clearWord(s)
+		}
+	}
+	q.chead = h + q.cur
+	q.cur = 0
+}
+
+// Publish makes the messages released since the last Publish free for the
+// producers (one release store, none if nothing was released; the loads and
+// any clearing stores of Release are ordered before it). Consumer only; call it once a
+// batch of Peek/Release is done, before waiting for anything.
+func (q *MsgRing) Publish() {
+	if q.head.Load() != q.chead {
+		storeRelease64(q.head, q.chead)
+	}
+}
+
+// Empty reports whether Peek would find nothing (a pad it would skip counts
+// as something). Consumer only. Other goroutines use Waiting (a hint), or
+// take the consumer's lock first.
+func (q *MsgRing) Empty() bool {
+	h := q.chead
+	return uint32(q.wordAt(h).Load()) != uint32(h)|mrTagBit
+}

@@ -1,0 +1,12 @@
+//go:build !amd64 || race
+
+package shm
+
+import "sync/atomic"
+
+// storeRelease64 stores v into *w so that every store made before it is
+// visible to whoever loads v from *w (see release_unsafe.go).
+func storeRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }
+
+// StoreReleaseUintptr stores v into *w with (at least) release ordering.
+func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) { w.Store(v) }
