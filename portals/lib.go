@@ -89,6 +89,8 @@ type physNI struct {
 	ctAcks   ctAckRun
 	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
 	unknown  uint64 // messages for a logical NI that is not initialized
+
+	cts ctIndex // the live CTs, for reading counters without mu (ctfast.go)
 }
 
 func (p *physNI) close() {

@@ -501,6 +501,7 @@ func (h NIHandle) CTAlloc() (CTHandle, error) {
 		return 0, errf(ErrNoSpace, fn, "max_cts "+strconv.Itoa(ni.lim.MaxCTs)+" CTs are allocated")
 	}
 	c.h = CTHandle(mkHandle(kindCT, p.iface, ni.idx, gen, slot))
+	p.cts.publish(c)
 	return c.h, nil
 }
 
@@ -513,6 +514,7 @@ func (h CTHandle) Free() error {
 	}
 	defer p.mu.Unlock()
 	c.freed.Store(true)
+	p.cts.forget(c)
 	c.ni.cts.release(Handle(h).slot())
 	p.wakeLocked()
 	return nil
@@ -532,6 +534,9 @@ func (h CTHandle) CancelTriggered() error {
 
 // Get implements PtlCTGet (Portals 4.3 §3.14.5).
 func (h CTHandle) Get() (CTEvent, error) {
+	if c := liveCT(h); c != nil {
+		return CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}, nil
+	}
 	c, p, err := lockCT(h, "PtlCTGet")
 	if err != nil {
 		return CTEvent{}, err
@@ -572,16 +577,24 @@ func (h CTHandle) Inc(v CTEvent) error {
 // Wait implements PtlCTWait (Portals 4.3 §3.14.6): it blocks until success ≥ test or
 // failure ≠ 0.
 func (h CTHandle) Wait(test uint64) (CTEvent, error) {
-	c, p, err := lockCT(h, "PtlCTWait")
-	if err != nil {
-		return CTEvent{}, err
+	var v CTEvent
+	c := liveCT(h)
+	p := (*physNI)(nil)
+	if c != nil {
+		p = c.ni.p
+		v = CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+	} else {
+		var err error
+		if c, p, err = lockCT(h, "PtlCTWait"); err != nil {
+			return CTEvent{}, err
+		}
+		v = CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+		p.mu.Unlock()
 	}
-	v := CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
-	p.mu.Unlock()
 	if v.Success >= test || v.Failure != 0 {
 		return v, nil
 	}
-	v, _, err = ctWaitFor(p, c, []CTHandle{h}, []uint64{test}, TimeForever)
+	v, _, err := ctWaitFor(p, c, []CTHandle{h}, []uint64{test}, TimeForever)
 	return v, err
 }
 
@@ -676,6 +689,11 @@ func (p *physNI) unlockWake() {
 // instead of by a sleep and a wake-up on each side.
 const spinTime = 50 * time.Microsecond
 
+// goschedEvery+1 is how many polls of a spinning wait go by between two runtime.Gosched calls
+// (which let this process's other goroutines in when every P is busy; each costs the
+// scheduler's global lock, more than a poll).
+const goschedEvery = 127
+
 // waitFor runs try (with p.mu held) until it reports done, polling the transport inline
 // (inline progress) for up to spinTime and then blocking until an event or counter changes
 // or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
@@ -691,9 +709,6 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		deadline = time.Now().Add(timeout)
 	}
 	spinning := timeout != 0 && !p.net.UsesTCP()
-	if spinning {
-		spinUntil = time.Now().Add(spinTime)
-	}
 	var seen uint64 // p.seq when try last ran
 	for spin := 0; ; spin++ {
 		s := p.seq.Load()
@@ -702,7 +717,7 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 				return nil
 			}
 			if peek != nil || s == seen {
-				if p.net.Poll() == 0 && spin&7 == 7 {
+				if p.net.Poll() == 0 && spin&goschedEvery == goschedEvery {
 					runtime.Gosched()
 				}
 				continue
@@ -723,9 +738,14 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 			p.mu.Unlock()
 			return nil
 		}
+		if spinning && spin&15 == 15 && spinUntil.IsZero() {
+			// The clock is read only once the wait has lasted 16 polls: most
+			// waits of a round trip end sooner.
+			spinUntil = time.Now().Add(spinTime)
+		}
 		if timeout == 0 || spinning && (spin&15 != 15 || time.Now().Before(spinUntil)) {
 			p.mu.Unlock()
-			if p.net.Poll() == 0 && spin > 4 {
+			if p.net.Poll() == 0 && spin&goschedEvery == goschedEvery {
 				runtime.Gosched()
 			}
 			continue
@@ -733,6 +753,11 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		ch := p.wake
 		p.waiters++
 		p.mu.Unlock()
+		if spinning {
+			// This goroutine stops polling: the transport's progress goroutine,
+			// parked while it polled, takes over at once.
+			p.net.PollStop()
+		}
 		if timeout < 0 {
 			<-ch
 		} else {
