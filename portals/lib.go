@@ -90,7 +90,9 @@ type physNI struct {
 	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
 	unknown  uint64 // messages for a logical NI that is not initialized
 
-	cts ctIndex // the live CTs, for reading counters without mu (ctfast.go)
+	// the live CTs and MDs, found without mu (ctfast.go)
+	fastCTs fastIndex[ctObj]
+	fastMDs fastIndex[mdObj]
 }
 
 func (p *physNI) close() {
@@ -141,6 +143,7 @@ type logicalNI struct {
 	atomicTmp  []byte // iovec atomics (under p.mu)
 
 	mapping []ProcessID
+	fastMap atomic.Pointer[[]ProcessID] // mapping, for puts without mu (ctfast.go)
 	rankOf  map[ptlnet.PhysID]Rank
 	myRank  Rank
 }
@@ -289,6 +292,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 func (ni *logicalNI) teardownLocked() {
 	ni.eqs.each(func(q *eqObj) { q.freed = true })
 	ni.cts.each(func(c *ctObj) { c.freed.Store(true) })
+	ni.mds.each(func(m *mdObj) { m.released.Store(true) })
 	ni.p.posted = true
 }
 
@@ -452,6 +456,7 @@ func (h NIHandle) SetMap(mapping []ProcessID) error {
 
 func (ni *logicalNI) setMapLocked(mapping []ProcessID) {
 	ni.mapping = append([]ProcessID(nil), mapping...)
+	ni.fastMap.Store(&ni.mapping)
 	ni.rankOf = make(map[ptlnet.PhysID]Rank, len(mapping))
 	ni.myRank = RankAny
 	for i := len(mapping) - 1; i >= 0; i-- {

@@ -138,8 +138,9 @@ type mdObj struct {
 	// Operations whose PTL_EVENT_SEND (sends) or PTL_EVENT_REPLY (gets) is not yet
 	// delivered (§3.10.4). sends is an atomic so that a put whose SEND posts nothing ends
 	// without taking the NI lock again.
-	sends atomic.Int32
-	gets  int
+	sends    atomic.Int32
+	gets     int
+	released atomic.Bool // by MDRelease or NIFini, under the NI lock; read by quietPut
 }
 
 // MDBind implements PtlMDBind (Portals 4.3 §3.10.3). The descriptor is copied; with
@@ -178,6 +179,7 @@ func (h NIHandle) MDBind(md MD) (MDHandle, error) {
 		return 0, errf(ErrNoSpace, fn, "max_mds "+strconv.Itoa(ni.lim.MaxMDs)+" MDs are bound")
 	}
 	o.h = MDHandle(mkHandle(kindMD, p.iface, ni.idx, gen, slot))
+	p.fastMDs.publish(Handle(o.h), o)
 	if o.eq != nil {
 		o.eq.attached++
 	}
@@ -223,6 +225,8 @@ func (h MDHandle) Release() error {
 	if m.eq != nil {
 		m.eq.attached--
 	}
+	m.released.Store(true)
+	p.fastMDs.forget(Handle(h), m)
 	m.ni.mds.release(Handle(h).slot())
 	return nil
 }
@@ -501,7 +505,7 @@ func (h NIHandle) CTAlloc() (CTHandle, error) {
 		return 0, errf(ErrNoSpace, fn, "max_cts "+strconv.Itoa(ni.lim.MaxCTs)+" CTs are allocated")
 	}
 	c.h = CTHandle(mkHandle(kindCT, p.iface, ni.idx, gen, slot))
-	p.cts.publish(c)
+	p.fastCTs.publish(Handle(c.h), c)
 	return c.h, nil
 }
 
@@ -514,7 +518,7 @@ func (h CTHandle) Free() error {
 	}
 	defer p.mu.Unlock()
 	c.freed.Store(true)
-	p.cts.forget(c)
+	p.fastCTs.forget(Handle(c.h), c)
 	c.ni.cts.release(Handle(h).slot())
 	p.wakeLocked()
 	return nil
@@ -717,7 +721,24 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 				return nil
 			}
 			if peek != nil || s == seen {
-				if p.net.Poll() == 0 && spin&goschedEvery == goschedEvery {
+				// Up to the next 16th poll under one transport lock, while nothing
+				// the wait looks at changed (peek, or a wake-up for try).
+				got := false
+				more := func() bool {
+					if peek != nil {
+						got = peek()
+					} else {
+						got = p.seq.Load() != s
+					}
+					return !got
+				}
+				n := 15 - spin&15
+				k := p.net.PollWhile(more, n)
+				spin += n - 1
+				if got && peek != nil {
+					return nil
+				}
+				if k == 0 && spin&goschedEvery >= goschedEvery-15 && !got {
 					runtime.Gosched()
 				}
 				continue
