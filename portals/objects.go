@@ -693,18 +693,19 @@ func (p *physNI) unlockWake() {
 // instead of by a sleep and a wake-up on each side.
 const spinTime = 50 * time.Microsecond
 
-// goschedEvery+1 is how many polls of a spinning wait go by between two runtime.Gosched calls
-// (which let this process's other goroutines in when every P is busy; each costs the
-// scheduler's global lock, more than a poll).
-const goschedEvery = 127
+// goschedEvery+1 is how many runs of 16 polls of a spinning wait go by between two
+// runtime.Gosched calls (which let this process's other goroutines in when every P is busy;
+// each costs the scheduler's global lock, more than a poll).
+const goschedEvery = 7
 
 // waitFor runs try (with p.mu held) until it reports done, polling the transport inline
 // (inline progress) for up to spinTime and then blocking until an event or counter changes
 // or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
 // While it spins, peek (if not nil; it runs without the lock) may end the wait at once;
 // try runs again only when a wake-up happened since it last ran (every change that can
-// complete a wait wakes, as for a blocked waiter), and every 16th poll: so the NI lock stays
-// with the NIC, which needs it for each message. With a peer reached over TCP it does not
+// complete a wait wakes, as for a blocked waiter), and after every 16th run of 16 polls
+// (the transport's PollWhile, one lock for each run): so the NI lock stays with the NIC,
+// which needs it for each message. With a peer reached over TCP it does not
 // spin: those messages come on goroutines woken by the Go netpoller, which spinning
 // goroutines keep from running (docs/portals.md).
 func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bool, error)) error {
@@ -721,8 +722,8 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 				return nil
 			}
 			if peek != nil || s == seen {
-				// Up to the next 16th poll under one transport lock, while nothing
-				// the wait looks at changed (peek, or a wake-up for try).
+				// 16 polls under one transport lock, while nothing the wait looks
+				// at changes (peek, or a wake-up for try).
 				got := false
 				more := func() bool {
 					if peek != nil {
@@ -732,13 +733,11 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 					}
 					return !got
 				}
-				n := 15 - spin&15
-				k := p.net.PollWhile(more, n)
-				spin += n - 1
+				k := p.net.PollWhile(more, 16)
 				if got && peek != nil {
 					return nil
 				}
-				if k == 0 && spin&goschedEvery >= goschedEvery-15 && !got {
+				if k == 0 && !got && spin&goschedEvery == goschedEvery {
 					runtime.Gosched()
 				}
 				continue
@@ -760,8 +759,8 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 			return nil
 		}
 		if spinning && spin&15 == 15 && spinUntil.IsZero() {
-			// The clock is read only once the wait has lasted 16 polls: most
-			// waits of a round trip end sooner.
+			// The clock is read only once the wait has lasted 16 runs of polls
+			// (every 16th run after that): most waits of a round trip end sooner.
 			spinUntil = time.Now().Add(spinTime)
 		}
 		if timeout == 0 || spinning && (spin&15 != 15 || time.Now().Before(spinUntil)) {
