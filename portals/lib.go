@@ -80,9 +80,11 @@ type physNI struct {
 	posted  bool          // an event or counter changed since the last wake
 	waiters int           // goroutines blocked in a wait on this physical NI
 	wake    chan struct{} // closed to wake them
-	seq     atomic.Uint64 // wake-ups so far: spinning waits look at it without the lock
-	txHdr   [hdrLen]byte  // ack/reply header built by the receive path (under mu)
-	ackHdr  [hdrLen]byte  // header of the coalesced counting acks (under mu)
+	seq     atomic.Uint64 // wake-ups so far (while seqWatchers != 0): spinning waits look at it without the lock
+	// spinning waits without a lock-free peek, which look at seq
+	seqWatchers atomic.Int32
+	txHdr       [hdrLen]byte // ack/reply header built by the receive path (under mu)
+	ackHdr      [hdrLen]byte // header of the coalesced counting acks (under mu)
 	// batching: a Batch run is in progress, so counting acks are coalesced into ctAcks,
 	// which is sent before any other message and at the run's end (nic.go; under mu).
 	batching bool

@@ -673,7 +673,9 @@ func ctWaitFor(p *physNI, c0 *ctObj, cts []CTHandle, tests []uint64, timeout tim
 // wakeLocked wakes every goroutine blocked in waitFor; with p.mu held.
 func (p *physNI) wakeLocked() {
 	p.posted = false
-	p.seq.Add(1)
+	if p.seqWatchers.Load() != 0 {
+		p.seq.Add(1)
+	}
 	if p.waiters > 0 {
 		close(p.wake)
 		p.wake = make(chan struct{})
@@ -714,6 +716,12 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		deadline = time.Now().Add(timeout)
 	}
 	spinning := timeout != 0 && !p.net.UsesTCP()
+	if spinning && peek == nil {
+		// This wait looks at p.seq between its locked tries: wake-ups bump it
+		// only while such a wait is on (a locked instruction per run of messages).
+		p.seqWatchers.Add(1)
+		defer p.seqWatchers.Add(-1)
+	}
 	var seen uint64 // p.seq when try last ran
 	for spin := 0; ; spin++ {
 		s := p.seq.Load()

@@ -387,8 +387,16 @@ func (n *Net) MaxHeader() int { return MaxHeaderSize }
 
 // Stats returns the Net's counters (the transport's share of PtlNIStatus, Portals 4.3 §3.6.4).
 func (n *Net) Stats() Stats {
+	sent := n.st.sent.Load()
+	n.mu.Lock()
+	for _, c := range *n.rxConns.Load() {
+		c.txMu.Lock()
+		sent += c.sentN
+		c.txMu.Unlock()
+	}
+	n.mu.Unlock()
 	return Stats{
-		Sent: n.st.sent.Load(), Received: n.st.recv.Load(), Queued: n.st.queued.Load(),
+		Sent: sent, Received: n.st.recv.Load(), Queued: n.st.queued.Load(),
 		Malformed: n.st.malformed.Load(), Refused: n.st.refused.Load(),
 		PeersLost: n.st.lost.Load(), DroppedSends: n.st.dropped.Load(),
 		ShmConns: n.st.shmConns.Load(), TCPConns: n.st.tcpConns.Load(),
@@ -441,7 +449,9 @@ func (n *Net) send(dst PhysID, hdr, payload []byte, noWait bool) error {
 	if err := c.send(hdr, payload, noWait); err != nil {
 		return err
 	}
-	n.st.sent.Add(1)
+	if _, ok := c.(*shmConn); !ok { // a shmConn counts its own
+		n.st.sent.Add(1)
+	}
 	return nil
 }
 
@@ -707,6 +717,10 @@ func (n *Net) dropConn(id PhysID, c conn, sc *shmConn) {
 		n.routes.Store(&m)
 	}
 	if sc != nil {
+		sc.txMu.Lock() // its count moves to the Net's
+		n.st.sent.Add(sc.sentN)
+		sc.sentN = 0
+		sc.txMu.Unlock()
 		var l []*shmConn
 		for _, x := range *n.rxConns.Load() {
 			if x != sc {

@@ -39,6 +39,7 @@ func (c *shmConn) send(hdr, payload []byte, noWait bool) error {
 					c.partial = false
 					c.flushLocked() // what Handlers queued meanwhile
 				}
+				c.sentN++
 				c.txMu.Unlock()
 				return nil
 			}
@@ -55,6 +56,7 @@ func (c *shmConn) send(hdr, payload []byte, noWait bool) error {
 			}
 			n.st.queued.Add(1)
 			c.blockLocked()
+			c.sentN++
 			c.txMu.Unlock()
 			return nil
 		}
