@@ -723,7 +723,6 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		defer p.seqWatchers.Add(-1)
 	}
 	var seen uint64 // p.seq when try last ran
-	warmed := false
 	for spin := 0; ; spin++ {
 		s := p.seq.Load()
 		if spinning && spin&15 != 15 && (spin > 0 || peek != nil) {
@@ -742,17 +741,10 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 					}
 					return !got
 				}
-				if !warmed {
-					// The wait goes on: ready the ring slots of the next sends (a
-					// ping-pong's reply) while it lasts.
-					warmed = true
-					p.net.Warm()
-				}
 				k := p.net.PollWhile(more, 16)
 				if got && peek != nil {
 					return nil
 				}
-
 				if k == 0 && !got && spin&goschedEvery == goschedEvery {
 					runtime.Gosched()
 				}

@@ -507,20 +507,6 @@ func (n *Net) PollWhile(more func() bool, max int) int {
 	return k
 }
 
-// Warm readies the next ring slot of every shared-memory path for this process's next Send
-// (shm.Ring.Warm): an engine wait calls it once it has spun a while, so that the Send after
-// the wait (a ping-pong's reply) finds the slot in its core's cache.
-func (n *Net) Warm() {
-	for _, c := range *n.rxConns.Load() {
-		if c.txMu.TryLock() {
-			if !c.dead && c.tx != nil {
-				c.tx.Warm(128)
-			}
-			c.txMu.Unlock()
-		}
-	}
-}
-
 // PollStop tells the Net that the goroutine which has been calling Poll stops polling (it is
 // about to block): the progress goroutine, which parks while Polls keep coming, resumes at
 // once. The engine's waits call it before they block (PtlEQWait/PtlCTWait, Portals 4.3
