@@ -87,12 +87,10 @@ type physNI struct {
 	ackHdr      [hdrLen]byte // header of the coalesced counting acks (under mu)
 	// batching: a Batch run is in progress, so counting acks are coalesced into ctAcks,
 	// which is sent before any other message and at the run's end (nic.go; under mu).
-	batching  bool
-	ctAcks    ctAckRun
-	ctAckRuns int         // runs since ctAcks was last sent (held back: nic.go)
-	acksHeld  atomic.Bool // ctAcks holds acks after a run's end; read by batchIdle without mu
-	scratch   []byte      // fetch results and iovec gathers of the receive path (under mu)
-	unknown   uint64      // messages for a logical NI that is not initialized
+	batching bool
+	ctAcks   ctAckRun
+	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
+	unknown  uint64 // messages for a logical NI that is not initialized
 
 	// the live CTs and MDs, found without mu (ctfast.go)
 	fastCTs fastIndex[ctObj]
@@ -102,9 +100,6 @@ type physNI struct {
 func (p *physNI) close() {
 	p.mu.Lock()
 	p.closed = true
-	if p.ctAcks.n() != 0 {
-		p.flushCTAcks()
-	}
 	p.mu.Unlock()
 	p.net.Close()
 	p.mu.Lock()
@@ -261,7 +256,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 		if pid == PIDAny {
 			npid = ptlnet.PIDAny
 		}
-		n, err := ptlnet.Open(ptlnet.Config{PID: npid, Batch: &ptlnet.Batch{Begin: p.batchBegin, Handle: p.handleLocked, End: p.batchEnd, Idle: p.batchIdle}}, p.handle)
+		n, err := ptlnet.Open(ptlnet.Config{PID: npid, Batch: &ptlnet.Batch{Begin: p.batchBegin, Handle: p.handleLocked, End: p.batchEnd}}, p.handle)
 		if err != nil {
 			if errors.Is(err, ptlnet.ErrPIDInUse) {
 				return 0, Limits{}, errf(ErrPIDInUse, fn, err.Error())

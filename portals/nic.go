@@ -94,38 +94,10 @@ func (p *physNI) batchBegin() {
 
 func (p *physNI) batchEnd() {
 	p.batching = false
-	if r := p.ctAcks.n(); r != 0 {
-		// A short run's counting acks wait for the next runs (up to ctAckHold acks or
-		// ctAckRuns runs) or for the flow to pause (batchIdle): with many puts in
-		// flight the initiator then handles one ack message per ctAckHold puts.
-		if r >= ctAckHold || p.ctAckRuns >= ctAckRuns {
-			p.flushCTAcks()
-		} else {
-			p.ctAckRuns++
-			if !p.acksHeld.Load() {
-				p.acksHeld.Store(true)
-			}
-		}
-	}
-	p.unlockWake()
-}
-
-// ctAckHold and ctAckRuns bound how long counting acks are held back after a Batch run.
-const (
-	ctAckHold = 64
-	ctAckRuns = 8
-)
-
-// batchIdle is ptlnet.Batch.Idle: a poll found nothing, so held counting acks go now.
-func (p *physNI) batchIdle() {
-	if !p.acksHeld.Load() {
-		return
-	}
-	p.mu.Lock()
 	if p.ctAcks.n() != 0 {
 		p.flushCTAcks()
 	}
-	p.mu.Unlock()
+	p.unlockWake()
 }
 
 // queueCTAck adds the counting ack of request h (result fail, manipulated length ml) to the
@@ -150,10 +122,6 @@ func (p *physNI) flushCTAcks() {
 	h.ctAcks(r.ni, r.md, r.ok, r.fail, r.bytes)
 	dst := r.dst
 	*r = ctAckRun{}
-	p.ctAckRuns = 0
-	if p.acksHeld.Load() {
-		p.acksHeld.Store(false)
-	}
 	p.net.SendNoWait(dst, h, nil) // a lost peer has no one left to tell
 }
 

@@ -103,10 +103,6 @@ type Config struct {
 type Batch struct {
 	Begin, End func()
 	Handle     Handler
-	// Idle, if set, is called (in the same goroutine, with no Begin) when a poll finds
-	// nothing through shared memory or from oneself: the engine sends what it held back
-	// from its runs (coalesced acks) once the flow pauses.
-	Idle func()
 }
 
 var (
@@ -525,9 +521,6 @@ func (n *Net) progressLocked() int {
 	}
 	// Idle polls write nothing (inHandler's line is read by Sends).
 	if n.idle() {
-		if n.batch != nil && n.batch.Idle != nil {
-			n.batch.Idle()
-		}
 		return 0
 	}
 	conns := *n.rxConns.Load()
