@@ -705,9 +705,8 @@ const goschedEvery = 7
 // or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
 // While it spins, peek (if not nil; it runs without the lock) may end the wait at once;
 // try runs again only when a wake-up happened since it last ran (every change that can
-// complete a wait wakes, as for a blocked waiter), and after every 16th run of 16 polls
-// (the transport's PollWhile, one lock for each run): so the NI lock stays with the NIC,
-// which needs it for each message. With a peer reached over TCP it does not
+// complete a wait wakes, as for a blocked waiter), and after every 16th run of 16 polls:
+// so the NI lock stays with the NIC, which needs it for each message. With a peer reached over TCP it does not
 // spin: those messages come on goroutines woken by the Go netpoller, which spinning
 // goroutines keep from running (docs/portals.md).
 func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bool, error)) error {
@@ -730,18 +729,17 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 				return nil
 			}
 			if peek != nil || s == seen {
-				// 16 polls under one transport lock, while nothing the wait looks
-				// at changes (peek, or a wake-up for try).
-				got := false
-				more := func() bool {
+				// A run of 16 polls, ended early when what the wait looks at
+				// changes (peek, or a wake-up for try).
+				got, k := false, 0
+				for i := 0; i < 16 && !got; i++ {
+					k += p.net.Poll()
 					if peek != nil {
 						got = peek()
 					} else {
 						got = p.seq.Load() != s
 					}
-					return !got
 				}
-				k := p.net.PollWhile(more, 16)
 				if got && peek != nil {
 					return nil
 				}

@@ -53,7 +53,7 @@ func TestParkWhilePolling(t *testing.T) {
 		before := polled.Load()
 		send(50)
 		for got.Load() < sent {
-			n.PollWhile(func() bool { return got.Load() < sent }, 16)
+			n.Poll()
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: %d of %d messages handled by polling", round, got.Load(), sent)
 			}
@@ -70,36 +70,5 @@ func TestParkWhilePolling(t *testing.T) {
 	}
 	if g := got.Load(); g != sent {
 		t.Fatalf("handled %d messages, sent %d", g, sent)
-	}
-}
-
-// TestPollWhile: PollWhile stops as soon as more reports false, runs at most max polls, and
-// hands every message to the Handler once.
-func TestPollWhile(t *testing.T) {
-	var got atomic.Int64
-	n := open(t, PIDAny, func(Peer, []byte, []byte) { got.Add(1) })
-	src := open(t, PIDAny, func(Peer, []byte, []byte) {})
-	calls := 0
-	if k := n.PollWhile(func() bool { calls++; return true }, 5); k != 0 || calls > 5 {
-		t.Fatalf("idle PollWhile: %d handled, more called %d times, want 0 and at most 5", k, calls)
-	}
-	for i := 0; i < 20; i++ {
-		if err := src.Send(n.ID(), []byte("h"), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for got.Load() < 20 {
-		calls = 0
-		n.PollWhile(func() bool { calls++; return false }, 100)
-		if calls > 1 {
-			t.Fatalf("more reported false, yet PollWhile went on (%d calls)", calls)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 20 handled", got.Load())
-		}
-	}
-	if got.Load() != 20 {
-		t.Fatalf("handled %d, want 20", got.Load())
 	}
 }

@@ -479,30 +479,6 @@ func (n *Net) Poll() int {
 	return k
 }
 
-// PollWhile is Poll repeated while more() reports true, at most max times, holding the
-// receive lock across the polls (a spinning wait, PtlCTWait/PtlEQWait, Portals 4.3 §3.14.6,
-// §3.13.8: one lock instead of one per poll). more runs after each poll, with the Net's
-// receive lock held: it must not call Poll or Close. It returns how many messages were
-// handled; 0 at once if another goroutine is handling.
-func (n *Net) PollWhile(more func() bool, max int) int {
-	if !n.parked.Load() {
-		n.polls.Add(1)
-	}
-	if !n.rxMu.TryLock() {
-		return 0
-	}
-	k := 0
-	for i := 0; i < max; i++ {
-		k += n.progressLocked()
-		if !more() {
-			break
-		}
-	}
-	n.rxMu.Unlock()
-	n.flushPending()
-	return k
-}
-
 // PollStop tells the Net that the goroutine which has been calling Poll stops polling (it is
 // about to block): the progress goroutine, which parks while Polls keep coming, resumes at
 // once. The engine's waits call it before they block (PtlEQWait/PtlCTWait, Portals 4.3
