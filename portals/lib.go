@@ -92,7 +92,7 @@ type physNI struct {
 	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
 	unknown  uint64 // messages for a logical NI that is not initialized
 
-	// the live CTs and MDs, found without mu (ctfast.go)
+	// the live CTs and MDs, found without mu (fastpath.go)
 	fastCTs fastIndex[ctObj]
 	fastMDs fastIndex[mdObj]
 }
@@ -145,7 +145,7 @@ type logicalNI struct {
 	atomicTmp  []byte // iovec atomics (under p.mu)
 
 	mapping []ProcessID
-	fastMap atomic.Pointer[[]ProcessID] // mapping, for puts without mu (ctfast.go)
+	fastMap atomic.Pointer[[]ProcessID] // mapping, for puts without mu (fastpath.go)
 	rankOf  map[ptlnet.PhysID]Rank
 	myRank  Rank
 }
