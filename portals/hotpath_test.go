@@ -7,7 +7,9 @@ import (
 )
 
 // TestZeroAllocs: Put, Get and Atomic on an established path (this process's own NI, the
-// NIC inline) allocate nothing per operation, events and counters included.
+// NIC inline) allocate nothing per operation, events and counters included; nor do EQGet,
+// CTGet and a CTWait that is already satisfied. (BenchmarkPingPongCost reports the
+// allocations of puts to another process and of CTWaits that poll.)
 func TestZeroAllocs(t *testing.T) {
 	e := newEnv(t, niKinds[1], 1, nil)
 	q := must(e.ni[0].EQAlloc(4096))
@@ -34,6 +36,7 @@ func TestZeroAllocs(t *testing.T) {
 		"Fetch":  func() { FetchAtomic(md, 16, md, 0, 8, id, pt, 0, 0, 1, 2, OpSum, Uint64) },
 		"EQGet":  func() { q.Get() },
 		"CTGet":  func() { cI.Get() },
+		"CTWait": func() { cI.Wait(0) },
 	} {
 		f()
 		drain()

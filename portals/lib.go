@@ -80,15 +80,21 @@ type physNI struct {
 	posted  bool          // an event or counter changed since the last wake
 	waiters int           // goroutines blocked in a wait on this physical NI
 	wake    chan struct{} // closed to wake them
-	seq     atomic.Uint64 // wake-ups so far: spinning waits look at it without the lock
-	txHdr   [hdrLen]byte  // ack/reply header built by the receive path (under mu)
-	ackHdr  [hdrLen]byte  // header of the coalesced counting acks (under mu)
+	seq     atomic.Uint64 // wake-ups so far (while seqWatchers != 0): spinning waits look at it without the lock
+	// spinning waits without a lock-free peek, which look at seq
+	seqWatchers atomic.Int32
+	txHdr       [hdrLen]byte // ack/reply header built by the receive path (under mu)
+	ackHdr      [hdrLen]byte // header of the coalesced counting acks (under mu)
 	// batching: a Batch run is in progress, so counting acks are coalesced into ctAcks,
 	// which is sent before any other message and at the run's end (nic.go; under mu).
 	batching bool
 	ctAcks   ctAckRun
 	scratch  []byte // fetch results and iovec gathers of the receive path (under mu)
 	unknown  uint64 // messages for a logical NI that is not initialized
+
+	// the live CTs and MDs, found without mu (fastpath.go)
+	fastCTs fastIndex[ctObj]
+	fastMDs fastIndex[mdObj]
 }
 
 func (p *physNI) close() {
@@ -139,6 +145,7 @@ type logicalNI struct {
 	atomicTmp  []byte // iovec atomics (under p.mu)
 
 	mapping []ProcessID
+	fastMap atomic.Pointer[[]ProcessID] // mapping, for puts without mu (fastpath.go)
 	rankOf  map[ptlnet.PhysID]Rank
 	myRank  Rank
 }
@@ -287,6 +294,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 func (ni *logicalNI) teardownLocked() {
 	ni.eqs.each(func(q *eqObj) { q.freed = true })
 	ni.cts.each(func(c *ctObj) { c.freed.Store(true) })
+	ni.mds.each(func(m *mdObj) { m.released.Store(true) })
 	ni.p.posted = true
 }
 
@@ -450,6 +458,7 @@ func (h NIHandle) SetMap(mapping []ProcessID) error {
 
 func (ni *logicalNI) setMapLocked(mapping []ProcessID) {
 	ni.mapping = append([]ProcessID(nil), mapping...)
+	ni.fastMap.Store(&ni.mapping)
 	ni.rankOf = make(map[ptlnet.PhysID]Rank, len(mapping))
 	ni.myRank = RankAny
 	for i := len(mapping) - 1; i >= 0; i-- {

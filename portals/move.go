@@ -101,6 +101,9 @@ func argErr(fn, what string) error { return errf(ErrArgInvalid, fn, what) }
 // arguments, builds the request and hands it to the transport (or, for this process's own
 // physical ID, to the NIC directly), then posts PTL_EVENT_SEND.
 func initiate(a *opArgs) error {
+	if quietPut(a) {
+		return nil
+	}
 	fn := a.fn
 	if !initialized() {
 		return errf(ErrNoInit, fn, "")
@@ -154,6 +157,11 @@ func initiate(a *opArgs) error {
 		replyMD, localOff = a.getMD, a.getOff
 	}
 	h.request(a.op, ni.idx, a.ack, a.aop, a.dt, a.pt, a.bits, a.roff, a.length, replyMD, a.userPtr, a.hdrData, localOff)
+	// A put to another process whose SEND posts no event and no count is quiet: it ends
+	// without the lock and is not counted as pending (its payload is consumed before Put
+	// returns, and nothing of the MD is touched after that but through its generation-
+	// checked handle).
+	quiet := dst != p.self && gm == nil && pm.eq == nil && pm.opts&MDEventCTSend == 0
 	var payload []byte
 	var staged *[]byte
 	if hasPut {
@@ -175,7 +183,9 @@ func initiate(a *opArgs) error {
 				copy(payload[a.length:], a.operand)
 			}
 		}
-		pm.sends.Add(1)
+		if !quiet {
+			pm.sends.Add(1)
+		}
 	}
 	if hasGet {
 		gm.gets++
@@ -189,12 +199,9 @@ func initiate(a *opArgs) error {
 		}
 		p.recvLocked(ptlnet.Peer{ID: p.self, UID: uint32(p.uid)}, h, payload)
 	} else {
-		// A put whose SEND posts no event and no count ends without the lock.
-		quiet := gm == nil && pm.eq == nil && pm.opts&MDEventCTSend == 0
 		p.mu.Unlock()
 		sendErr = p.net.Send(dst, h, payload)
-		if quiet && sendErr == nil {
-			pm.sends.Add(-1)
+		if quiet { // its SEND, failed or not, posts nothing
 			hdrPool.Put(hb)
 			if staged != nil {
 				bufPool.Put(staged)

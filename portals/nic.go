@@ -65,7 +65,7 @@ func (p *physNI) emit(dst ptlnet.PhysID, hdr, payload []byte) {
 		p.recvLocked(ptlnet.Peer{ID: p.self, UID: uint32(p.uid)}, hdr, payload)
 		return
 	}
-	p.net.Send(dst, hdr, payload) // a lost peer has no one left to tell
+	p.net.SendNoWait(dst, hdr, payload) // a lost peer has no one left to tell
 }
 
 // Counting acks (PTL_CT_ACK_REQ) only add to the initiator MD's counting event (§3.15.1:
@@ -122,7 +122,7 @@ func (p *physNI) flushCTAcks() {
 	h.ctAcks(r.ni, r.md, r.ok, r.fail, r.bytes)
 	dst := r.dst
 	*r = ctAckRun{}
-	p.net.Send(dst, h, nil) // a lost peer has no one left to tell
+	p.net.SendNoWait(dst, h, nil) // a lost peer has no one left to tell
 }
 
 // recvCTAcks completes the counting acks of an opCTAcks message, as recvAck would one by one.

@@ -138,8 +138,9 @@ type mdObj struct {
 	// Operations whose PTL_EVENT_SEND (sends) or PTL_EVENT_REPLY (gets) is not yet
 	// delivered (§3.10.4). sends is an atomic so that a put whose SEND posts nothing ends
 	// without taking the NI lock again.
-	sends atomic.Int32
-	gets  int
+	sends    atomic.Int32
+	gets     int
+	released atomic.Bool // by MDRelease or NIFini, under the NI lock; read by quietPut
 }
 
 // MDBind implements PtlMDBind (Portals 4.3 §3.10.3). The descriptor is copied; with
@@ -178,6 +179,7 @@ func (h NIHandle) MDBind(md MD) (MDHandle, error) {
 		return 0, errf(ErrNoSpace, fn, "max_mds "+strconv.Itoa(ni.lim.MaxMDs)+" MDs are bound")
 	}
 	o.h = MDHandle(mkHandle(kindMD, p.iface, ni.idx, gen, slot))
+	p.fastMDs.publish(Handle(o.h), o)
 	if o.eq != nil {
 		o.eq.attached++
 	}
@@ -223,6 +225,8 @@ func (h MDHandle) Release() error {
 	if m.eq != nil {
 		m.eq.attached--
 	}
+	m.released.Store(true)
+	p.fastMDs.forget(Handle(h), m)
 	m.ni.mds.release(Handle(h).slot())
 	return nil
 }
@@ -501,6 +505,7 @@ func (h NIHandle) CTAlloc() (CTHandle, error) {
 		return 0, errf(ErrNoSpace, fn, "max_cts "+strconv.Itoa(ni.lim.MaxCTs)+" CTs are allocated")
 	}
 	c.h = CTHandle(mkHandle(kindCT, p.iface, ni.idx, gen, slot))
+	p.fastCTs.publish(Handle(c.h), c)
 	return c.h, nil
 }
 
@@ -513,6 +518,7 @@ func (h CTHandle) Free() error {
 	}
 	defer p.mu.Unlock()
 	c.freed.Store(true)
+	p.fastCTs.forget(Handle(c.h), c)
 	c.ni.cts.release(Handle(h).slot())
 	p.wakeLocked()
 	return nil
@@ -532,6 +538,9 @@ func (h CTHandle) CancelTriggered() error {
 
 // Get implements PtlCTGet (Portals 4.3 §3.14.5).
 func (h CTHandle) Get() (CTEvent, error) {
+	if c := liveCT(h); c != nil {
+		return CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}, nil
+	}
 	c, p, err := lockCT(h, "PtlCTGet")
 	if err != nil {
 		return CTEvent{}, err
@@ -572,16 +581,24 @@ func (h CTHandle) Inc(v CTEvent) error {
 // Wait implements PtlCTWait (Portals 4.3 §3.14.6): it blocks until success ≥ test or
 // failure ≠ 0.
 func (h CTHandle) Wait(test uint64) (CTEvent, error) {
-	c, p, err := lockCT(h, "PtlCTWait")
-	if err != nil {
-		return CTEvent{}, err
+	var v CTEvent
+	c := liveCT(h)
+	p := (*physNI)(nil)
+	if c != nil {
+		p = c.ni.p
+		v = CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+	} else {
+		var err error
+		if c, p, err = lockCT(h, "PtlCTWait"); err != nil {
+			return CTEvent{}, err
+		}
+		v = CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
+		p.mu.Unlock()
 	}
-	v := CTEvent{Success: c.succ.Load(), Failure: c.fail.Load()}
-	p.mu.Unlock()
 	if v.Success >= test || v.Failure != 0 {
 		return v, nil
 	}
-	v, _, err = ctWaitFor(p, c, []CTHandle{h}, []uint64{test}, TimeForever)
+	v, _, err := ctWaitFor(p, c, []CTHandle{h}, []uint64{test}, TimeForever)
 	return v, err
 }
 
@@ -656,7 +673,9 @@ func ctWaitFor(p *physNI, c0 *ctObj, cts []CTHandle, tests []uint64, timeout tim
 // wakeLocked wakes every goroutine blocked in waitFor; with p.mu held.
 func (p *physNI) wakeLocked() {
 	p.posted = false
-	p.seq.Add(1)
+	if p.seqWatchers.Load() != 0 {
+		p.seq.Add(1)
+	}
 	if p.waiters > 0 {
 		close(p.wake)
 		p.wake = make(chan struct{})
@@ -676,13 +695,18 @@ func (p *physNI) unlockWake() {
 // instead of by a sleep and a wake-up on each side.
 const spinTime = 50 * time.Microsecond
 
+// goschedEvery+1 is how many runs of 16 polls of a spinning wait go by between two
+// runtime.Gosched calls (which let this process's other goroutines in when every P is busy;
+// each costs the scheduler's global lock, more than a poll).
+const goschedEvery = 7
+
 // waitFor runs try (with p.mu held) until it reports done, polling the transport inline
 // (inline progress) for up to spinTime and then blocking until an event or counter changes
 // or the timeout passes. The transport's own progress goroutine keeps delivering meanwhile.
 // While it spins, peek (if not nil; it runs without the lock) may end the wait at once;
 // try runs again only when a wake-up happened since it last ran (every change that can
-// complete a wait wakes, as for a blocked waiter), and every 16th poll: so the NI lock stays
-// with the NIC, which needs it for each message. With a peer reached over TCP it does not
+// complete a wait wakes, as for a blocked waiter), and after every 16th run of 16 polls:
+// so the NI lock stays with the NIC, which needs it for each message. With a peer reached over TCP it does not
 // spin: those messages come on goroutines woken by the Go netpoller, which spinning
 // goroutines keep from running (docs/portals.md).
 func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bool, error)) error {
@@ -691,8 +715,11 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		deadline = time.Now().Add(timeout)
 	}
 	spinning := timeout != 0 && !p.net.UsesTCP()
-	if spinning {
-		spinUntil = time.Now().Add(spinTime)
+	if spinning && peek == nil {
+		// This wait looks at p.seq between its locked tries: wake-ups bump it
+		// only while such a wait is on (a locked instruction per run of messages).
+		p.seqWatchers.Add(1)
+		defer p.seqWatchers.Add(-1)
 	}
 	var seen uint64 // p.seq when try last ran
 	for spin := 0; ; spin++ {
@@ -702,7 +729,21 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 				return nil
 			}
 			if peek != nil || s == seen {
-				if p.net.Poll() == 0 && spin&7 == 7 {
+				// A run of 16 polls, ended early when what the wait looks at
+				// changes (peek, or a wake-up for try).
+				got, k := false, 0
+				for i := 0; i < 16 && !got; i++ {
+					k += p.net.Poll()
+					if peek != nil {
+						got = peek()
+					} else {
+						got = p.seq.Load() != s
+					}
+				}
+				if got && peek != nil {
+					return nil
+				}
+				if k == 0 && !got && spin&goschedEvery == goschedEvery {
 					runtime.Gosched()
 				}
 				continue
@@ -723,9 +764,14 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 			p.mu.Unlock()
 			return nil
 		}
+		if spinning && spin&15 == 15 && spinUntil.IsZero() {
+			// The clock is read only once the wait has lasted 16 runs of polls
+			// (every 16th run after that): most waits of a round trip end sooner.
+			spinUntil = time.Now().Add(spinTime)
+		}
 		if timeout == 0 || spinning && (spin&15 != 15 || time.Now().Before(spinUntil)) {
 			p.mu.Unlock()
-			if p.net.Poll() == 0 && spin > 4 {
+			if p.net.Poll() == 0 && spin&goschedEvery == goschedEvery {
 				runtime.Gosched()
 			}
 			continue
@@ -733,6 +779,11 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 		ch := p.wake
 		p.waiters++
 		p.mu.Unlock()
+		if spinning {
+			// This goroutine stops polling: the transport's progress goroutine,
+			// parked while it polled, takes over at once.
+			p.net.PollStop()
+		}
 		if timeout < 0 {
 			<-ch
 		} else {

@@ -36,6 +36,7 @@ var (
 	useNS  = flag.Bool("netns", false, "run the 2 ranks on two network-namespace hosts (TCP between them; needs root)")
 	csvOut = flag.Bool("csv", false, "print rows bench,path,metric,value,unit")
 	cpuOut = flag.String("cpuprofile", "", "write rank 0's CPU profile of the message-rate measurements to this file (rank 1's, the target's, to this file + \".target\")")
+	ppOut  = flag.String("pingprofile", "", "write rank 0's CPU profile of the ping-pongs to this file (rank 1's to this file + \".target\")")
 )
 
 func main() {
@@ -178,6 +179,10 @@ func rank() error {
 		out.path = pathOf(ids)
 	}
 	other := portals.RankID(portals.Rank(peer))
+	stopPP, err := startProfile(*ppOut, me)
+	if err != nil {
+		return err
+	}
 
 	// LE + CT ping-pong
 	{
@@ -234,6 +239,7 @@ func rank() error {
 			out.lat("portals ping-pong ME+EQ", d)
 		}
 	}
+	stopPP()
 	// message rate: 8-byte puts with W in flight, counted acks; the target is passive
 	{
 		pt, _ := nonm.PTAlloc(0, portals.EQNone, 1)
@@ -246,20 +252,11 @@ func rank() error {
 		if err := barrier(); err != nil {
 			return err
 		}
-		if *cpuOut != "" {
-			name := *cpuOut
-			if me != 0 {
-				name += ".target" // the passive target's NIC: puts received, acks sent
-			}
-			f, err := os.Create(name)
-			if err != nil {
-				return err
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
+		stop, err := startProfile(*cpuOut, me)
+		if err != nil {
+			return err
 		}
+		defer stop()
 		for _, w := range []uint64{1, 16, 128} {
 			if me == 0 {
 				best := time.Duration(1 << 62)
@@ -305,6 +302,25 @@ func rank() error {
 	nonm.Fini()
 	match.Fini()
 	return c.Close()
+}
+
+// startProfile starts a CPU profile into name (rank 0) or name + ".target" (rank 1), if name
+// is not empty; the function returned stops it.
+func startProfile(name string, me gex.Rank) (func(), error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	if me != 0 {
+		name += ".target"
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // pingPong: rank 0 sends then waits, rank 1 waits then sends; the round trip of the best

@@ -97,7 +97,9 @@ type Config struct {
 	Batch *Batch
 }
 
-// Batch is Config.Batch: Handle is a Handler (the same rules) called between Begin and End.
+// Batch is Config.Batch: Handle is a Handler (the same rules) called between Begin and End,
+// except that its own Sends must be SendNoWait (a run is not marked as a Handler, so a
+// plain Send from it could wait for room).
 type Batch struct {
 	Begin, End func()
 	Handle     Handler
@@ -137,7 +139,7 @@ type Stats struct {
 
 // conn is one established path to a peer.
 type conn interface {
-	send(hdr, payload []byte) error
+	send(hdr, payload []byte, noWait bool) error
 	peerOf() Peer
 }
 
@@ -176,6 +178,12 @@ type Net struct {
 	_     [64]byte
 	polls atomic.Uint64
 	_     [56]byte
+	// stops counts PollStop calls (and Close): the futex word the progress
+	// goroutine parks on while an application goroutine polls inline; parked
+	// says that it does (PollStop then wakes it). Written rarely.
+	stops  atomic.Uint32
+	parked atomic.Bool
+	_      [56]byte
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
 	rxMu    sync.Mutex
@@ -379,8 +387,16 @@ func (n *Net) MaxHeader() int { return MaxHeaderSize }
 
 // Stats returns the Net's counters (the transport's share of PtlNIStatus, Portals 4.3 §3.6.4).
 func (n *Net) Stats() Stats {
+	sent := n.st.sent.Load()
+	n.mu.Lock()
+	for _, c := range *n.rxConns.Load() {
+		c.txMu.Lock()
+		sent += c.sentN
+		c.txMu.Unlock()
+	}
+	n.mu.Unlock()
 	return Stats{
-		Sent: n.st.sent.Load(), Received: n.st.recv.Load(), Queued: n.st.queued.Load(),
+		Sent: sent, Received: n.st.recv.Load(), Queued: n.st.queued.Load(),
 		Malformed: n.st.malformed.Load(), Refused: n.st.refused.Load(),
 		PeersLost: n.st.lost.Load(), DroppedSends: n.st.dropped.Load(),
 		ShmConns: n.st.shmConns.Load(), TCPConns: n.st.tcpConns.Load(),
@@ -396,6 +412,17 @@ func (n *Net) Stats() Stats {
 // the Handler. The first Send to a destination connects (blocking for the handshake). Messages
 // to oneself go through the same Handler. Errors: ErrTooLarge, ErrClosed, ErrUnreachable.
 func (n *Net) Send(dst PhysID, hdr, payload []byte) error {
+	return n.send(dst, hdr, payload, false)
+}
+
+// SendNoWait is Send that never waits for room: when the path is full it queues a copy and
+// returns, as a Send from a Handler does. A Batch.Handle sends with it (the NIC's acks and
+// replies, Portals 4.3 §3.15): a Batch run does not mark itself as a Handler for Send.
+func (n *Net) SendNoWait(dst PhysID, hdr, payload []byte) error {
+	return n.send(dst, hdr, payload, true)
+}
+
+func (n *Net) send(dst PhysID, hdr, payload []byte, noWait bool) error {
 	if len(hdr) > MaxHeaderSize || len(payload) > MaxPayload {
 		return ErrTooLarge
 	}
@@ -419,10 +446,12 @@ func (n *Net) Send(dst PhysID, hdr, payload []byte) error {
 			return err
 		}
 	}
-	if err := c.send(hdr, payload); err != nil {
+	if err := c.send(hdr, payload, noWait); err != nil {
 		return err
 	}
-	n.st.sent.Add(1)
+	if _, ok := c.(*shmConn); !ok { // a shmConn counts its own
+		n.st.sent.Add(1)
+	}
 	return nil
 }
 
@@ -436,7 +465,11 @@ func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
 // progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.6); it
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
-	n.polls.Add(1)
+	// The progress goroutine parks while Polls come (progressLoop); while it is
+	// parked, the Polls need not count (a locked instruction each).
+	if !n.parked.Load() {
+		n.polls.Add(1)
+	}
 	if !n.rxMu.TryLock() {
 		return 0
 	}
@@ -444,6 +477,17 @@ func (n *Net) Poll() int {
 	n.rxMu.Unlock()
 	n.flushPending()
 	return k
+}
+
+// PollStop tells the Net that the goroutine which has been calling Poll stops polling (it is
+// about to block): the progress goroutine, which parks while Polls keep coming, resumes at
+// once. The engine's waits call it before they block (PtlEQWait/PtlCTWait, Portals 4.3
+// §3.13.8, §3.14.6); not calling it only delays delivery by up to parkFor.
+func (n *Net) PollStop() {
+	n.stops.Add(1)
+	if n.parked.Load() {
+		shm.FutexWake(&n.stops, 1)
+	}
 }
 
 // progressLocked handles what has arrived through shared memory and from oneself. rxMu held.
@@ -456,9 +500,12 @@ func (n *Net) progressLocked() int {
 		return 0
 	}
 	conns := *n.rxConns.Load()
-	n.inHandler.Store(true)
 	if n.batch != nil {
+		// A Batch.Handle sends with SendNoWait, so the run need not mark itself
+		// (two locked instructions per run).
 		n.batch.Begin()
+	} else {
+		n.inHandler.Store(true)
 	}
 	k := n.self.drain(n)
 	for _, c := range conns {
@@ -466,8 +513,9 @@ func (n *Net) progressLocked() int {
 	}
 	if n.batch != nil {
 		n.batch.End()
+	} else {
+		n.inHandler.Store(false)
 	}
-	n.inHandler.Store(false)
 	return k
 }
 
@@ -531,26 +579,48 @@ func yield(i int) {
 	}
 }
 
+// parkFor is how long the progress goroutine parks, at most, while an application goroutine
+// polls inline; parkMin is how many Polls since its last look make it park (fewer, and it
+// only gives its core away once: an occasional poller does not keep it parked).
+const (
+	parkFor = 200 * time.Microsecond
+	parkMin = 4
+)
+
 // progressLoop is the Net's progress goroutine ("application bypass"): it
 // polls (yielding the processor between polls) for spinFor after the last
-// message, then sleeps on the doorbell.
+// message, then sleeps on the doorbell. While an application goroutine polls
+// inline (a Portals wait spinning), it parks on a futex of its own instead:
+// the poller handles what arrives on its own core, senders ring no doorbell
+// (the progress goroutine has not announced itself on the Bell), and the two
+// cores are left to the two processes' pollers. The poller's PollStop (it is
+// about to block) or parkFor ends the park.
 func (n *Net) progressLoop() {
 	defer n.wg.Done()
 	last := time.Now()
 	var polls uint64
+	var stops uint32
 	for i := 0; !n.closed.Load(); i++ {
+		// stops before polls: a PollStop after the Polls seen here changes the
+		// word the park compares, so the park cannot outlast it.
+		st := n.stops.Load()
 		if p := n.polls.Load(); p != polls {
-			// An application goroutine is polling inline (a Portals wait): it
-			// handles what arrives on its own core, so this goroutine gives its
-			// core away (to the peer process) instead of contending for the
-			// rings and the engine's lock; it stays awake (no doorbell rings).
+			d := p - polls
 			polls, last = p, time.Time{}
 			if n.anyGone.Load() {
 				n.reapGone()
 			}
-			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			if st == stops && d >= parkMin {
+				n.parked.Store(true)
+				shm.FutexWait(&n.stops, st, parkFor)
+				n.parked.Store(false)
+			} else {
+				unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			}
+			stops = st
 			continue
 		}
+		stops = st
 		n.rxMu.Lock()
 		k := n.progressLocked()
 		n.rxMu.Unlock()
@@ -623,6 +693,10 @@ func (n *Net) dropConn(id PhysID, c conn, sc *shmConn) {
 		n.routes.Store(&m)
 	}
 	if sc != nil {
+		sc.txMu.Lock() // its count moves to the Net's
+		n.st.sent.Add(sc.sentN)
+		sc.sentN = 0
+		sc.txMu.Unlock()
 		var l []*shmConn
 		for _, x := range *n.rxConns.Load() {
 			if x != sc {
@@ -688,6 +762,7 @@ func (n *Net) Close() error {
 	close(n.done)
 	n.bell.Ring()
 	n.bellWake()
+	n.PollStop()
 	n.mu.Lock()
 	var shms []*shmConn
 	shms = append(shms, *n.rxConns.Load()...)

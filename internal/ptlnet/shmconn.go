@@ -39,6 +39,7 @@ type shmConn struct {
 	arena    []byte // bytes of queued small messages (pendItem.off)
 	hasPend  atomic.Bool
 	partial  bool   // under txMu: a waiting Send has sent part of its message
+	sentN    uint64 // under txMu: messages sent or queued (Stats.Sent; a counter of the Net's would be a locked instruction per Send)
 	kickDue  bool   // under txMu: frames committed since the last kick
 	kickFrom uint64 // under txMu: the first of them
 

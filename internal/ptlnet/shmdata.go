@@ -12,7 +12,7 @@ import (
 // and returns; any other Send waits for the peer's progress goroutine to make
 // room (it never waits for the peer's application), so a flood from the
 // application is paced by the receiver instead of piling up in memory.
-func (c *shmConn) send(hdr, payload []byte) error {
+func (c *shmConn) send(hdr, payload []byte, noWait bool) error {
 	n := c.n
 	c.txMu.Lock()
 	off, started := 0, false
@@ -39,6 +39,7 @@ func (c *shmConn) send(hdr, payload []byte) error {
 					c.partial = false
 					c.flushLocked() // what Handlers queued meanwhile
 				}
+				c.sentN++
 				c.txMu.Unlock()
 				return nil
 			}
@@ -48,13 +49,14 @@ func (c *shmConn) send(hdr, payload []byte) error {
 		// half-sent message) when a Handler may be running, and never waits
 		// then: it may be the Handler's.
 		owner := started && c.partial
-		if (n.inHandler.Load() && !owner) || n.closed.Load() {
+		if ((noWait || n.inHandler.Load()) && !owner) || n.closed.Load() {
 			c.enqueue(hdr, payload[off:], len(payload), started, owner)
 			if owner {
 				c.partial = false
 			}
 			n.st.queued.Add(1)
 			c.blockLocked()
+			c.sentN++
 			c.txMu.Unlock()
 			return nil
 		}

@@ -179,10 +179,10 @@ const (
 // for a small rest), copied to the queue the flusher writes; otherwise the
 // caller writes it itself, blocking with txMu released so that Handlers queue
 // behind it and never wait.
-func (c *tcpConn) send(hdr, payload []byte) error {
+func (c *tcpConn) send(hdr, payload []byte, noWait bool) error {
 	n := c.n
 	c.txMu.Lock()
-	for (c.flushing || c.appWriting) && !c.dead && !n.inHandler.Load() &&
+	for (c.flushing || c.appWriting) && !c.dead && !noWait && !n.inHandler.Load() &&
 		(len(payload) >= tcpNoCopy || len(c.out) >= tcpMaxQueue) {
 		c.cond.Wait()
 	}
@@ -231,7 +231,7 @@ func (c *tcpConn) send(hdr, payload []byte) error {
 	}
 	c.iov = [3][]byte{}
 	n.st.queued.Add(1)
-	if n.inHandler.Load() || total-c.nw < tcpNoCopy {
+	if noWait || n.inHandler.Load() || total-c.nw < tcpNoCopy {
 		for _, b := range rest {
 			c.out = append(c.out, b...)
 		}
