@@ -103,7 +103,10 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 				op.dst = nil // the root's own copy is done
 			}
 		}
-		op.hnet = tm.ts.shm.hier && int(tm.rank) == tm.ts.shm.dist(int(root))
+		if st := tm.ts.shm; st.hier {
+			op.hnet = int(tm.rank) == st.dist(int(root))
+			st.nhier++
+		}
 		return e.launchShm(op), nil
 	}
 	return e.launch(e.bcastAMOp(tm, root, dst, src, nbytes)), nil

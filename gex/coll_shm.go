@@ -149,6 +149,7 @@ type shmTeam struct {
 	glead  []int
 	contig bool
 	bteams []*TM
+	nhier  int // hierarchical broadcasts and reductions initiated (under mu)
 }
 
 // shmState is the engine's part: the pending shared-memory operations.

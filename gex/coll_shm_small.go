@@ -83,7 +83,10 @@ func (e *collEngine) reduceShm(tm *TM, kind collKind, root int, dst, src []byte,
 	op.small, op.ord = true, st.nsmall
 	st.nsmall++
 	op.root, op.dst, op.nbytes = root, dst, n
-	op.hnet = st.hier && op.me == st.leader
+	if st.hier {
+		op.hnet = op.me == st.leader
+		st.nhier++
+	}
 	op.acc = e.getBuf(n)
 	copyMapped(op.acc, src[:n])
 	s := &op.slots[0]
