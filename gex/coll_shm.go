@@ -49,8 +49,9 @@ import (
 // neighbourhoods, each member with a line, is hierarchical: a shared-memory
 // phase inside each neighbourhood, the AM dissemination barrier among one
 // leader per neighbourhood (the lowest team rank), and a shared-memory
-// release. Teams made by Create or Dup, and teams over non-primordial
-// endpoints, keep the AM algorithms.
+// release; its broadcasts and small reductions likewise (coll_shm_hier.go).
+// Teams made by Create or Dup, and teams over non-primordial endpoints,
+// keep the AM algorithms.
 
 const (
 	offSlots   = smp.CollAreaHeader
