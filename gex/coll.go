@@ -19,7 +19,9 @@ import (
 //
 // Where a team's members share memory, the barrier, large broadcasts and
 // small reductions run on flags and buffers in the ranks' collective areas
-// instead (coll_shm.go, coll_shm_small.go). Everything else is library AMs
+// instead (coll_shm.go, coll_shm_small.go); over several neighbourhoods they
+// combine that with AMs among one member of each (coll_shm_hier.go).
+// Everything else is library AMs
 // through the conduit (hColl, Medium requests), so a conduit that moves AMs
 // carries the collectives too: within a neighbourhood
 // they travel through the shared-memory rings and payload pools of the smp

@@ -264,4 +264,3 @@ func TestShmHierColls(t *testing.T) {
 		runSMP(t, 4, o, hierCollBody)
 	})
 }
-
