@@ -859,7 +859,7 @@ func (op *collOp) rootReady(st *shmTeam, dist int, peers uint64) bool {
 // the ring.
 func (tm *TM) useShmBcast(nbytes int) bool {
 	st := tm.ts.shm
-	return st != nil && (nbytes >= shmBcastMin || st.hier && nbytes >= hierBcastMin)
+	return st != nil && (!st.hier && nbytes >= shmBcastMin || st.hier && nbytes >= hierBcastMin)
 }
 
 // shmWaitingOn is the job rank a shared-memory barrier waits for: the

@@ -45,7 +45,7 @@ func hierColls(e *rankEnv, tm *gex.TM, what string, contig bool) {
 	n, me := int(tm.QuerySize()), tm.QueryRank()
 	before := gex.CollShmHierOps(tm)
 	hier := 0
-	for k, size := range []int{1, 8, 1000, 40 << 10, 300<<10 + 3} {
+	for k, size := range []int{1, 8, 1000, 40 << 10, 64 << 10, 300<<10 + 3} {
 		for root := gex.Rank(0); root < gex.Rank(n); root++ {
 			want := make([]byte, size)
 			bcastPattern(want, root, k)
@@ -55,9 +55,11 @@ func hierColls(e *rankEnv, tm *gex.TM, what string, contig bool) {
 			if !bytes.Equal(dst, want) {
 				e.Fatalf("%s: broadcast of %d B from %d: wrong bytes (first difference at %d)", what, size, root, firstDiff(dst, want))
 			}
-			hier++
+			if size >= gex.HierBcastMin {
+				hier++
+			}
 			// From the root's segment, in place.
-			if size > 40<<10 {
+			if size > 64<<10 {
 				continue
 			}
 			seg := e.seg.Bytes()[:size]
@@ -71,7 +73,9 @@ func hierColls(e *rankEnv, tm *gex.TM, what string, contig bool) {
 			if !bytes.Equal(seg, want) {
 				e.Fatalf("%s: broadcast of %d B from %d's segment: wrong bytes (first difference at %d)", what, size, root, firstDiff(seg, want))
 			}
-			hier++
+			if size >= gex.HierBcastMin {
+				hier++
+			}
 			e.collBarrier(tm) // the segment is written again next
 		}
 	}
@@ -111,7 +115,6 @@ func hierColls(e *rankEnv, tm *gex.TM, what string, contig bool) {
 					if !bytes.Equal(got, dst) {
 						e.Fatalf("%s: ReduceToAll DBL ADD: rank 0's result differs from this rank's in its bits", what)
 					}
-					hier++
 				}
 			}
 		}

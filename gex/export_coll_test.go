@@ -68,3 +68,6 @@ func CollShmHierOps(tm *TM) int {
 	}
 	return -1
 }
+
+// HierBcastMin is the smallest hierarchical broadcast.
+const HierBcastMin = hierBcastMin
