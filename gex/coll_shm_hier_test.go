@@ -253,11 +253,16 @@ func hierCollBody(e *rankEnv) {
 }
 
 // TestShmHierColls: hierarchical broadcasts and reductions over two hosts
-// of two ranks, pretend hosts (loop and smp) and network namespaces (tcp
-// conduit between them).
+// of two ranks, pretend hosts (loop and smp; spinning and sleeping waits)
+// and network namespaces (tcp conduit between them).
 func TestShmHierColls(t *testing.T) {
 	t.Run("pretend", func(t *testing.T) {
 		conformance(t, 4, jobOpts{segSize: 1 << 16, hosts: []string{"a", "a", "b", "b"}}, hierCollBody)
+	})
+	// Sleeping waits (the flags' readiness decides when a rank sleeps) and
+	// progress by the receive goroutine.
+	t.Run("pretend-block", func(t *testing.T) {
+		conformance(t, 4, jobOpts{segSize: 1 << 16, hosts: []string{"a", "a", "b", "b"}, waitMode: gex.WaitBlock, rcv: true}, hierCollBody)
 	})
 	t.Run("netns", func(t *testing.T) {
 		if os.Getenv(envConduit) == "loop" {
