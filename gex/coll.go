@@ -19,7 +19,9 @@ import (
 //
 // Where a team's members share memory, the barrier, large broadcasts and
 // small reductions run on flags and buffers in the ranks' collective areas
-// instead (coll_shm.go, coll_shm_small.go). Everything else is library AMs
+// instead (coll_shm.go, coll_shm_small.go); over several neighbourhoods they
+// combine that with AMs among one member of each (coll_shm_hier.go).
+// Everything else is library AMs
 // through the conduit (hColl, Medium requests), so a conduit that moves AMs
 // carries the collectives too: within a neighbourhood
 // they travel through the shared-memory rings and payload pools of the smp
@@ -134,6 +136,8 @@ type collOp struct {
 	sub    *collOp // hierarchical barrier: the leaders' AM barrier in flight
 	subEv  Event   // its event
 	parent *collOp // the hierarchical barrier this leaders' barrier serves
+	hnet   bool    // hierarchical: this rank has a network phase still to start
+	hring  bool    // hierarchical broadcast: the ring phase is complete here
 }
 
 // teamState is a team's collective state, keyed by team id in the engine.
@@ -686,15 +690,8 @@ func (op *collOp) useDirect(c *Client, src []byte) (int, bool) {
 	if op.nbytes < directMin || op.n > maxSlots-slotAck+1 {
 		return 0, false
 	}
-	if op.ts.tm.epPath {
-		return 0, false // the mapping path knows primordial segments only
-	}
-	seg := c.ep.seg.Load()
-	if seg == nil {
-		return 0, false
-	}
-	base, p := addrOf(seg.mem), addrOf(src)
-	if p < base || p-base+uintptr(op.nbytes) > uintptr(len(seg.mem)) || p-base > 1<<31-1 {
+	var off int
+	if !op.segOffset(c, src, &off) {
 		return 0, false
 	}
 	my := c.topo.Nbrhd[c.rank]
@@ -703,7 +700,26 @@ func (op *collOp) useDirect(c *Client, src []byte) (int, bool) {
 			return 0, false
 		}
 	}
-	return int(p - base), true
+	return off, true
+}
+
+// segOffset reports whether src lies in this rank's primordial segment
+// (within the 31-bit offsets the messages carry) and sets *off to its
+// offset.
+func (op *collOp) segOffset(c *Client, src []byte, off *int) bool {
+	if op.ts.tm.epPath {
+		return false // the mapping path knows primordial segments only
+	}
+	seg := c.ep.seg.Load()
+	if seg == nil {
+		return false
+	}
+	base, p := addrOf(seg.mem), addrOf(src)
+	if p < base || p-base+uintptr(op.nbytes) > uintptr(len(seg.mem)) || p-base > 1<<31-1 {
+		return false
+	}
+	*off = int(p - base)
+	return true
 }
 
 // advanceDirectRoot: the root sends the notices at once and waits for

@@ -61,6 +61,7 @@ func (e *collEngine) barrierLocked(tm *TM, id int32, bflags uint32) Event {
 	if tm.ts.shm != nil {
 		op := e.startShm(tm, kindBarrier)
 		op.id, op.bflags = id, bflags
+		op.hnet = tm.ts.shm.hier && op.me == tm.ts.shm.leader
 		return e.launchShm(op)
 	}
 	op, _ := e.start(tm, kindBarrier)
@@ -97,16 +98,23 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 		op.root, op.dst, op.nbytes = int(root), dst[:nbytes], nbytes
 		if tm.rank == root {
 			op.src = src[:nbytes]
-			if off, ok := op.useDirect(c, op.src); ok {
-				op.viaMap = true
-				op.slots[slotDirect].segOff = off
-			}
+			op.ringDirect(c)
 			if &dst[0] == &src[0] {
 				op.dst = nil // the root's own copy is done
 			}
 		}
+		if st := tm.ts.shm; st.hier {
+			op.hnet = int(tm.rank) == st.dist(int(root))
+			st.nhier++
+		}
 		return e.launchShm(op), nil
 	}
+	return e.launch(e.bcastAMOp(tm, root, dst, src, nbytes)), nil
+}
+
+// bcastAMOp registers a broadcast on AMs (mu held), to be launched.
+func (e *collEngine) bcastAMOp(tm *TM, root Rank, dst, src []byte, nbytes int) *collOp {
+	c := e.c
 	op, _ := e.start(tm, kindBcast)
 	op.root, op.dst, op.nbytes = int(root), dst, nbytes
 	if tm.rank == root {
@@ -123,7 +131,7 @@ func (tm *TM) BroadcastNB(root Rank, dst, src []byte, nbytes int, flags Flags) (
 	} else if nbytes == 0 {
 		op.slots[0].arrived = true
 	}
-	return e.launch(op), nil
+	return op
 }
 
 // reduceArgs validates the arguments common to both reductions.
@@ -204,7 +212,7 @@ func (tm *TM) ReduceToAllNB(dst, src []byte, dt DT, dtSize, dtCount int, op OP, 
 
 func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt DT, dtSize, dtCount int, op OP, fn ReduceFn, cdata any) (Event, error) {
 	n := dtSize * dtCount
-	if tm.useShmSmall(n) {
+	if tm.useShmSmall(n, op) {
 		if err := e.awaitSmallBuffer(tm); err != nil {
 			return EventInvalid, err
 		}
@@ -214,13 +222,19 @@ func (e *collEngine) reduce(tm *TM, kind collKind, root int, dst, src []byte, dt
 		return e.launchShm(o), nil
 	}
 	e.mu.Lock()
+	return e.launch(e.reduceAMOp(tm, kind, root, dst, src, n, dt, dtSize, op, fn, cdata)), nil
+}
+
+// reduceAMOp registers a reduction of n bytes on AMs (mu held), to be
+// launched.
+func (e *collEngine) reduceAMOp(tm *TM, kind collKind, root int, dst, src []byte, n int, dt DT, dtSize int, op OP, fn ReduceFn, cdata any) *collOp {
 	o, _ := e.start(tm, kind)
 	o.root, o.dst, o.nbytes = root, dst, n
 	o.dt, o.dtSize, o.op, o.fn, o.cdata = dt, dtSize, op, fn, cdata
 	o.nchild = reduceChildren(o.me, o.n)
 	o.acc = e.getBuf(n)
 	copyMapped(o.acc, src[:n])
-	return e.launch(o), nil
+	return o
 }
 
 // gather collects nbytes of src from every member into dst (n*nbytes) on rank

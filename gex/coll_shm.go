@@ -49,8 +49,9 @@ import (
 // neighbourhoods, each member with a line, is hierarchical: a shared-memory
 // phase inside each neighbourhood, the AM dissemination barrier among one
 // leader per neighbourhood (the lowest team rank), and a shared-memory
-// release. Teams made by Create or Dup, and teams over non-primordial
-// endpoints, keep the AM algorithms.
+// release; its broadcasts and small reductions likewise (coll_shm_hier.go).
+// Teams made by Create or Dup, and teams over non-primordial endpoints,
+// keep the AM algorithms.
 
 const (
 	offSlots   = smp.CollAreaHeader
@@ -134,11 +135,22 @@ type shmTeam struct {
 	// leaders is the team of the group leaders (on leaders of a
 	// hierarchical team only).
 	leaders *TM
-	// small is every member's contribution part (flat teams whose members
-	// all have one, else nil), nsmall the number of small operations
-	// initiated (under the engine's mu) (coll_shm_small.go).
+	// small is the contribution parts by team rank (those of my
+	// neighbourhood; nil unless every member's line has one), nsmall the
+	// number of small operations initiated (under the engine's mu)
+	// (coll_shm_small.go).
 	small  []smallView
 	nsmall uint32
+	// Hierarchical teams (coll_shm_hier.go): group is the neighbourhood
+	// index of each team rank (in order of first appearance), glead the
+	// leader of each group, contig whether every group is a contiguous
+	// block of team ranks, bteams the broadcast teams by root (built on
+	// first use).
+	group  []int
+	glead  []int
+	contig bool
+	bteams []*TM
+	nhier  int // hierarchical broadcasts and reductions initiated (under mu)
 }
 
 // shmState is the engine's part: the pending shared-memory operations.
@@ -250,41 +262,30 @@ func (e *collEngine) newShmTeam(tm *TM, id uint64, slots []int) *shmTeam {
 	if len(groups) == n {
 		return nil
 	}
-	if len(groups) == 1 {
-		st.small = make([]smallView, n)
-		for r := 0; r < n; r++ {
-			if slots[r] >= smallLines {
-				st.small = nil
-				break
-			}
-			st.small[r] = smallAt(a.CollArea(st.jobs[r]), slots[r])
+	st.hier = len(groups) > 1
+	st.groupTeam(topo.Nbrhd)
+	// Contribution parts: every member's line among the first smallLines
+	// (the same decision on every member).
+	st.small = make([]smallView, n)
+	for r := 0; r < n; r++ {
+		if slots[r] >= smallLines {
+			st.small = nil
+			break
+		}
+		if st.lines[r].id != nil {
+			st.small[r] = smallAt(a.CollArea(st.jobs[r]), slots[r], st.hier)
 		}
 	}
 	st.leader = st.local[0]
-	if len(groups) > 1 {
-		st.hier = true
+	if st.hier {
+		st.bteams = make([]*TM, n)
 		if st.leader == int(tm.rank) {
 			// The leaders: the lowest team rank of every neighbourhood.
-			seen := map[int]bool{}
-			var leaders []Rank
-			me := Rank(0)
-			for r := 0; r < n; r++ {
-				nb := topo.Nbrhd[st.jobs[r]]
-				if !seen[nb] {
-					seen[nb] = true
-					if r == int(tm.rank) {
-						me = Rank(len(leaders))
-					}
-					leaders = append(leaders, Rank(st.jobs[r]))
-				}
+			leaders := make([]Rank, len(st.glead))
+			for g, r := range st.glead {
+				leaders[g] = Rank(st.jobs[r])
 			}
-			lid := deriveID(tm.id, 0, 'L', leaders, 0)
-			lt := &TM{c: e.c, ep: tm.ep, rank: me, size: Rank(len(leaders)), members: leaders, id: lid}
-			e.mu.Lock()
-			lt.ts = e.team(lid)
-			lt.ts.tm = lt
-			e.mu.Unlock()
-			st.leaders = lt
+			st.leaders = e.subTeam(tm, deriveID(tm.id, 0, 'L', leaders, 0), Rank(st.group[int(tm.rank)]), leaders)
 		}
 	}
 	return st
@@ -299,6 +300,11 @@ func (e *collEngine) dropShmTeam(ts *teamState) {
 	ts.shm = nil
 	if st.leaders != nil {
 		delete(e.teams, st.leaders.ts.id)
+	}
+	for _, bt := range st.bteams {
+		if bt != nil {
+			delete(e.teams, bt.ts.id)
+		}
 	}
 	if st.mine > 0 {
 		lineAt(e.shm.areas.CollArea(e.c.rank), st.mine).id.Store(0)
@@ -393,6 +399,7 @@ func (e *collEngine) releaseShm(op *collOp) {
 	op.dst, op.src, op.dt, op.fn, op.cdata = nil, nil, 0, nil, nil
 	op.step, op.viaMap, op.id, op.bflags, op.slots[slotDirect].segOff = 0, false, 0, 0, 0
 	op.root, op.nbytes, op.me, op.n, op.small, op.ord = 0, 0, 0, 0, false, 0
+	op.hnet, op.hring = false, false
 	if op.acc != nil {
 		e.putBuf(op.acc)
 		op.acc = nil
@@ -596,17 +603,16 @@ func (op *collOp) barrierResult() {
 // canAdvanceShm reports, without side effects, whether op would advance.
 func (op *collOp) canAdvanceShm(e *collEngine) bool {
 	st := op.ts.shm
-	if op.sub != nil {
+	if op.sub != nil && op.kind != kindBcast {
 		return op.subEv.s.complete()
 	}
 	switch {
+	case op.small && st.hier:
+		return op.hierSmallReady(e, st)
 	case op.small:
 		return op.smallReady(st)
-	case op.kind == kindBcast && op.me == op.root:
-		return op.rootReady(st)
 	case op.kind == kindBcast:
-		rg := st.rings[op.root]
-		return rg.tag.Load() == op.ringTag(st) && (rg.fill.Load()&fillDirect != 0 || int(rg.fill.Load()) > op.step-1)
+		return op.bcastReady(e, st)
 	case st.hier && op.me != st.leader:
 		return st.released(op.seq)
 	}
@@ -643,10 +649,10 @@ func (op *collOp) advanceHier(e *collEngine, st *shmTeam) bool {
 		return true
 	}
 	if op.step == 1 {
-		if !op.gatherLocal(st) {
+		if !op.gatherLocal(st) || !e.netTurn(op) {
 			return false
 		}
-		op.step = 2
+		op.step, op.hnet = 2, false
 		// The network phase: a barrier of the leaders' team, whose result
 		// (merged id and flags, error) lands back in op.
 		e.mu.Lock()
@@ -679,8 +685,8 @@ func (op *collOp) advanceHier(e *collEngine, st *shmTeam) bool {
 
 // ringTag names op in its root's ring: the root's line and the sequence
 // number (unique among the collectives that use that ring).
-func (op *collOp) ringTag(st *shmTeam) uint64 {
-	return uint64(st.slots[op.root]+1)<<32 | uint64(op.seq+1)
+func (op *collOp) ringTag(st *shmTeam, dist int) uint64 {
+	return uint64(st.slots[dist]+1)<<32 | uint64(op.seq+1)
 }
 
 // advanceShmBcast is the broadcast through the root's ring (flat teams).
@@ -696,13 +702,23 @@ func (op *collOp) ringTag(st *shmTeam) uint64 {
 // messages; a member waits on the root's fill word, the root on the
 // counters.
 func (op *collOp) advanceShmBcast(e *collEngine, st *shmTeam) bool {
-	rg := st.rings[op.root]
-	tag := op.ringTag(st)
+	if !st.hier {
+		return op.ringBcast(e, st, op.root, uint64(op.n-1))
+	}
+	return op.advanceHierBcast(e, st)
+}
+
+// ringBcast is the broadcast through the ring of dist (the root, or on a
+// hierarchical team the member that distributes to its neighbourhood) to
+// peers members.
+func (op *collOp) ringBcast(e *collEngine, st *shmTeam, dist int, peers uint64) bool {
+	rg := st.rings[dist]
+	tag := op.ringTag(st, dist)
 	nchunks := (op.nbytes + ringChunk - 1) / ringChunk
-	if op.me != op.root {
+	if op.me != dist {
 		if rg.tag.Load() != tag {
-			if ok, k := st.arrived(op.root, op.seq); ok && k != 0 && k != op.kind {
-				op.outOfOrder(st, op.root, k)
+			if ok, k := st.arrived(dist, op.seq); ok && k != 0 && k != op.kind {
+				op.outOfOrder(st, dist, k)
 				return true
 			}
 			return false
@@ -710,20 +726,20 @@ func (op *collOp) advanceShmBcast(e *collEngine, st *shmTeam) bool {
 		fill := rg.fill.Load()
 		size := int(rg.size.Load())
 		if size != op.nbytes && op.err == nil {
-			op.fail(badArg("BroadcastNB", "rank %d broadcasts %d bytes where this rank expects %d: arguments are not single-valued", op.root, size, op.nbytes))
+			op.fail(badArg("BroadcastNB", "rank %d broadcasts %d bytes where this rank expects %d: arguments are not single-valued", dist, size, op.nbytes))
 		}
 		if fill&fillDirect != 0 {
 			off := fill &^ fillDirect
-			seg := e.c.cd.Segment(st.jobs[op.root])
+			seg := e.c.cd.Segment(st.jobs[dist])
 			if op.err == nil {
 				if seg.Local == nil || off > seg.Size || uint64(op.nbytes) > seg.Size-off {
-					op.fail(badArg("BroadcastNB", "rank %d named bytes [%d, +%d) of its segment, which this rank cannot read (segment of %d bytes)", op.root, off, op.nbytes, seg.Size))
+					op.fail(badArg("BroadcastNB", "rank %d named bytes [%d, +%d) of its segment, which this rank cannot read (segment of %d bytes)", dist, off, op.nbytes, seg.Size))
 				} else {
 					copyMapped(op.dst[:op.nbytes], seg.Local[off:off+uint64(op.nbytes)])
 				}
 			}
 			rg.done[0].Add(1)
-			e.shm.areas.WakeColl(st.jobs[op.root])
+			e.shm.areas.WakeColl(st.jobs[dist])
 			return true
 		}
 		n := max(size, 0)
@@ -740,12 +756,11 @@ func (op *collOp) advanceShmBcast(e *collEngine, st *shmTeam) bool {
 		}
 		if k > op.step-1 {
 			op.step = k + 1
-			e.shm.areas.WakeColl(st.jobs[op.root])
+			e.shm.areas.WakeColl(st.jobs[dist])
 		}
 		return k >= total
 	}
-	// The root.
-	peers := uint64(op.n - 1)
+	// The root (distributor).
 	if op.step == 1 {
 		// Claim the ring with a value no member waits for, set it up,
 		// then name the operation: members read fill and size only
@@ -819,9 +834,8 @@ func (rg ringView) release() bool {
 
 // rootReady reports whether a broadcast root would advance: its ring is
 // free to claim, or the members counted what it waits for.
-func (op *collOp) rootReady(st *shmTeam) bool {
-	rg := st.rings[op.root]
-	peers := uint64(op.n - 1)
+func (op *collOp) rootReady(st *shmTeam, dist int, peers uint64) bool {
+	rg := st.rings[dist]
 	if op.step == 1 {
 		return rg.tag.Load() == 0
 	}
@@ -845,7 +859,7 @@ func (op *collOp) rootReady(st *shmTeam) bool {
 // the ring.
 func (tm *TM) useShmBcast(nbytes int) bool {
 	st := tm.ts.shm
-	return st != nil && !st.hier && nbytes >= shmBcastMin
+	return st != nil && (!st.hier && nbytes >= shmBcastMin || st.hier && nbytes >= hierBcastMin)
 }
 
 // shmWaitingOn is the job rank a shared-memory barrier waits for: the

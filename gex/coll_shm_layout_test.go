@@ -55,13 +55,22 @@ func TestCollAreaLayout(t *testing.T) {
 		t.Errorf("ring buffer of %d bytes, want %d", len(rg.buf), ringSlots*ringChunk)
 	}
 	for s := 0; s < smallLines; s++ {
-		v := smallAt(area, s)
+		v := smallAt(area, s, false)
 		binary.LittleEndian.PutUint64(v.size[1], uint64(s+2))
 		v.buf[1][smallMax-1] = byte(s + 3)
 		v.buf[0][smallMax-1] = byte(s + 4)
 	}
 	for s := 0; s < smallLines; s++ {
-		v := smallAt(area, s)
+		// The hierarchical words lie after the buffers, inside the part.
+		h := smallAt(area, s, true)
+		h.done.Store(uint64(s + 5))
+		h.ready.Store(uint64(s + 6))
+	}
+	for s := 0; s < smallLines; s++ {
+		v, h := smallAt(area, s, false), smallAt(area, s, true)
+		if h.done.Load() != uint64(s+5) || h.ready.Load() != uint64(s+6) {
+			t.Fatalf("contribution part %d: a hierarchical word overlaps another part", s)
+		}
 		if binary.LittleEndian.Uint64(v.size[1]) != uint64(s+2) || v.buf[1][smallMax-1] != byte(s+3) || v.buf[0][smallMax-1] != byte(s+4) || binary.LittleEndian.Uint64(v.size[0]) != 0 {
 			t.Fatalf("contribution part %d overlaps another", s)
 		}

@@ -43,14 +43,22 @@ const (
 // atomic store) and readers read them after loading it, which orders them
 // (an atomic store here would stall until the line is owned).
 type smallView struct {
-	done *atomic.Uint64
-	size [2][]byte // 8 bytes, little-endian
-	buf  [2][]byte
+	done  *atomic.Uint64
+	ready *atomic.Uint64 // hierarchical teams: a leader's result of ord is in buffer ord&1 once ready > ord
+	size  [2][]byte      // 8 bytes, little-endian
+	buf   [2][]byte
 }
 
-func smallAt(area []byte, slot int) smallView {
+// smallAt is the contribution part of line slot. On hierarchical teams,
+// whose line's release word is the barrier's, the done count and the
+// leader's ready word are the spare words after each buffer.
+func smallAt(area []byte, slot int, hier bool) smallView {
 	o := offSmall + slot*smallStride
 	v := smallView{done: shm.Uint64At(area, offSlots+slot*lineBytes+lineRelease)}
+	if hier {
+		v.done = shm.Uint64At(area, o+8+smallMax)
+		v.ready = shm.Uint64At(area, o+smallPart+8+smallMax)
+	}
 	for p := 0; p < 2; p++ {
 		b := o + p*smallPart
 		v.size[p] = area[b : b+8 : b+8]
@@ -59,11 +67,13 @@ func smallAt(area []byte, slot int) smallView {
 	return v
 }
 
-// useShmSmall reports whether a reduction of nbytes over tm goes through
-// the contribution buffers: a flat team whose members all have one.
-func (tm *TM) useShmSmall(nbytes int) bool {
+// useShmSmall reports whether a reduction of nbytes with op over tm goes
+// through the contribution buffers: a team whose members all have one and,
+// on a hierarchical team, one whose neighbourhoods are contiguous blocks of
+// team ranks or an op other than OPUserNC (coll_shm_hier.go).
+func (tm *TM) useShmSmall(nbytes int, op OP) bool {
 	st := tm.ts.shm
-	return st != nil && st.small != nil && nbytes <= smallMax
+	return st != nil && st.small != nil && nbytes <= smallMax && (!st.hier || st.contig || op != OPUserNC)
 }
 
 // reduceShm initiates a small reduction (mu held, released here).
@@ -73,6 +83,10 @@ func (e *collEngine) reduceShm(tm *TM, kind collKind, root int, dst, src []byte,
 	op.small, op.ord = true, st.nsmall
 	st.nsmall++
 	op.root, op.dst, op.nbytes = root, dst, n
+	if st.hier {
+		op.hnet = op.me == st.leader
+		st.nhier++
+	}
 	op.acc = e.getBuf(n)
 	copyMapped(op.acc, src[:n])
 	s := &op.slots[0]
@@ -128,6 +142,9 @@ func (st *shmTeam) bufferFree(ord uint32) bool {
 // order: src[0] (+) src[1] (+) ... (+) src[N-1], left to right - one fixed
 // bracketing, so every member computes the same bits. No messages.
 func (op *collOp) advanceSmall(e *collEngine, st *shmTeam) bool {
+	if st.hier {
+		return op.advanceHierSmall(e, st)
+	}
 	me := st.small[op.me]
 	if uint32(me.done.Load()) != op.ord {
 		return false // an earlier small operation is not complete here yet
@@ -136,25 +153,29 @@ func (op *collOp) advanceSmall(e *collEngine, st *shmTeam) bool {
 		if !op.gatherLocal(st) {
 			return false
 		}
-		op.fold(st)
+		if res := op.fold(st); res != nil {
+			copyMapped(op.dst[:op.nbytes], res)
+		}
 	}
 	me.done.Store(uint64(op.ord + 1))
 	st.wakeGroup(e, op.me) // a member may wait for its next buffer
 	return true
 }
 
-// fold combines every member's contribution into dst.
-func (op *collOp) fold(st *shmTeam) {
+// fold combines the contributions of my neighbourhood's members (every
+// member, on a flat team) in rank order; it returns the buffer holding the
+// result (op.acc or op.slots[0].buf), or nil when a size disagrees.
+func (op *collOp) fold(st *shmTeam) []byte {
 	p := op.ord & 1
 	n := op.nbytes
 	left, right := op.acc, op.slots[0].buf
-	for r := 0; r < op.n; r++ {
+	for i, r := range st.local {
 		v := st.small[r]
 		if sz := binary.LittleEndian.Uint64(v.size[p]); sz != uint64(n) {
 			op.fail(badArg("Coll", "%v: rank %d contributes %d bytes where this rank expects %d: arguments are not single-valued", op.kind, r, sz, n))
-			return
+			return nil
 		}
-		if r == 0 {
+		if i == 0 {
 			copy(left, v.buf[p][:n])
 			continue
 		}
@@ -162,7 +183,7 @@ func (op *collOp) fold(st *shmTeam) {
 		op.combine(left, right) // right = left (+) right
 		left, right = right, left
 	}
-	copyMapped(op.dst[:n], left)
+	return left
 }
 
 // smallReady reports, without side effects, whether a small reduction

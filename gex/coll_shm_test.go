@@ -473,7 +473,8 @@ func TestShmReduceInFlight(t *testing.T) {
 // TestShmNoAllocs: the shared-memory collectives do not allocate once the
 // pools are warm (STYLE.md, "Budgets are tests"): the flat barrier, a small
 // reduction, a broadcast through the ring (rotating roots) on 2 ranks, and
-// the hierarchical barrier on 2 pretend hosts of 2 ranks. Every rank
+// the hierarchical barrier, small reductions and broadcasts (rotating
+// roots) on 2 pretend hosts of 2 ranks. Every rank
 // measures the same number of calls, so the collectives match up.
 func TestShmNoAllocs(t *testing.T) {
 	t.Run("flat", func(t *testing.T) {
@@ -520,10 +521,36 @@ func TestShmNoAllocs(t *testing.T) {
 		}
 		conformance(t, 4, jobOpts{hosts: []string{"a", "a", "b", "b"}}, func(e *rankEnv) {
 			e.wantPath(e.tm, "shm-hier", "primordial team")
+			src, dst := make([]byte, 8), make([]byte, 8)
+			big, bigDst := make([]byte, 64<<10), make([]byte, 64<<10)
+			root := gex.Rank(0)
 			assertNoAllocs(e, "over 2 hosts of 2 ranks", 100, func(check func(error)) []allocCase {
 				return []allocCase{
 					{"BarrierNB+Wait", func() {
 						ev, err := e.tm.BarrierNB(0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"ReduceToAllNB(8 B)+Wait", func() {
+						ev, err := e.tm.ReduceToAllNB(dst, src, gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"ReduceToOneNB(8 B, rotating roots)+Wait", func() {
+						root = (root + 1) % 4
+						ev, err := e.tm.ReduceToOneNB(root, dst, src, gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"BroadcastNB(8 B, rotating roots)+Wait", func() {
+						root = (root + 1) % 4
+						ev, err := e.tm.BroadcastNB(root, dst, src, len(src), 0)
+						check(err)
+						check(ev.Wait())
+					}},
+					{"BroadcastNB(64 KiB, rotating roots)+Wait", func() {
+						root = (root + 1) % 4
+						ev, err := e.tm.BroadcastNB(root, bigDst, big, len(big), 0)
 						check(err)
 						check(ev.Wait())
 					}},

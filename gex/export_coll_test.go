@@ -57,3 +57,17 @@ func CollShmSmallOps(tm *TM) int {
 	}
 	return -1
 }
+
+// CollShmHierOps is the number of hierarchical broadcasts and reductions
+// initiated over tm (-1: tm is not hierarchical).
+func CollShmHierOps(tm *TM) int {
+	tm.c.coll.mu.Lock()
+	defer tm.c.coll.mu.Unlock()
+	if st := tm.ts.shm; st != nil && st.hier {
+		return st.nhier
+	}
+	return -1
+}
+
+// HierBcastMin is the smallest hierarchical broadcast.
+const HierBcastMin = hierBcastMin

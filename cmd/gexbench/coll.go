@@ -39,7 +39,7 @@ func (cfg *config) collIters(size int) int {
 // collPath names how the collectives' messages travel.
 func collPath(c *gex.Client, n int) (long, short string) {
 	if c.QueryMyPosition().HostSetSize > 1 {
-		return "tcp (the barrier hierarchical: shared memory inside each host, AMs over TCP among one leader per host; other collectives as AMs)", "tcp"
+		return "tcp (hierarchical: shared memory inside each host, AMs over TCP among one member per host, for the barrier, broadcasts and reductions up to 1 KiB; larger reductions as AMs)", "tcp"
 	}
 	if nb, _ := c.QueryNbrhdInfo(); len(nb) == n {
 		return "smp shm (one neighbourhood: the barrier, broadcasts from 16 KiB and reductions up to 1 KiB through the shared collective areas; the rest as AMs through shared memory)", "smp-shm"
