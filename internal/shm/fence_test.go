@@ -105,7 +105,7 @@ func fenceIters() int {
 	if testing.Short() {
 		return 2000
 	}
-	return 20000
+	return 50000
 }
 
 // TestHeavyFenceNoLostWakeup: release-store commits to a consumer that
