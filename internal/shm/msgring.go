@@ -284,6 +284,9 @@ func (q *MsgRing) Commit(t Ticket) {
 // its timeout. Call it before the view is shared among goroutines.
 func (q *MsgRing) SetReleaseCommit() { q.relCommit = true }
 
+// ReleaseCommit reports whether this view commits with a release store.
+func (q *MsgRing) ReleaseCommit() bool { return q.relCommit }
+
 // Peek returns the data of the oldest committed message (all of its slots
 // less the message word; the caller decodes its own length), or ok == false
 // if there is none yet. Consumer only. The data stays valid, and stays in
