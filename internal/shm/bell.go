@@ -22,6 +22,7 @@ const (
 type Bell struct {
 	value    *atomic.Uint32
 	sleepers *atomic.Uint32
+	heavy    bool // Sleep issues membarrier after announcing (WithHeavyFence)
 }
 
 // BellAt returns the Bell at b[off:off+BellSize]. It panics if that is out of
@@ -34,6 +35,19 @@ func BellAt(b []byte, off int) Bell {
 	return Bell{value: Uint32At(b, off+bellOffValue), sleepers: Uint32At(b, off+bellOffSleepers)}
 }
 
+// WithHeavyFence returns the owner's view of b whose Sleep issues
+// membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED between announcing the
+// sleeper and calling check, so that producers may commit with a release
+// store only (MsgRing.SetReleaseCommit). Only after EnableHeavyFence
+// reported true; it panics otherwise.
+func (b Bell) WithHeavyFence() Bell {
+	if !EnableHeavyFence() {
+		panic("shm: Bell.WithHeavyFence without a registered membarrier")
+	}
+	b.heavy = true
+	return b
+}
+
 // Ring wakes the Bell's sleepers, if any: a load of sleepers when nobody
 // sleeps; otherwise value++ and FutexWake(all). Call it after the Commit that
 // the sleeper must see.
@@ -44,17 +58,61 @@ func (b Bell) Ring() {
 	}
 }
 
+// testSkipHeavyFence removes the membarrier from Sleep (tests only: it shows
+// that the lost wake-up the fence prevents does happen without it).
+var testSkipHeavyFence bool
+
 // Sleep announces a sleeper, then calls check, which reports whether there is
 // work (for example that some inbound ring is not Empty); only if there is
 // none does it wait on the futex, for at most timeout (<= 0: no limit). It may
-// return early; callers loop. No wake-up is lost: a producer's Commit either
-// precedes check (which then sees it) or follows the announcement (so its Ring
-// sees sleepers != 0 and bumps value, which makes the wait return).
-func (b Bell) Sleep(check func() bool, timeout time.Duration) {
+// return early; callers loop. It reports whether it waited and the wait
+// ended because the timeout expired.
+//
+// No wake-up is lost. The producer's side is "store the work, then load
+// sleepers" (Commit, then Ring); the sleeper's is "store sleepers, then load
+// the work" (the announcement, then check). That is Dekker's pattern: it
+// needs both sides' store-load order, or both loads may read the old values
+// (on x86 a load may pass an earlier store still in the store buffer), the
+// producer skipping the wake and the sleeper missing the work.
+//
+//   - The sleeper's announcement is a locked read-modify-write, a full
+//     barrier on its side.
+//   - A producer that commits with a sequentially consistent store (the
+//     default MsgRing.Commit) has the barrier on its side too: either its
+//     commit precedes check (which then sees it) or the announcement
+//     precedes its load of sleepers (so it bumps value, and the futex wait
+//     returns at once or is woken).
+//   - A producer that commits with a release store (a plain store on x86:
+//     the fast path) has no barrier between its commit and its load of
+//     sleepers. A Bell made by WithHeavyFence supplies it from the sleeper's
+//     side, as liburcu and Folly's asymmetricHeavyBarrier do: after the
+//     announcement it calls membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED,
+//     which returns only after every running thread of every registered
+//     process has executed a full memory barrier (and threads not running
+//     have gone through the scheduler, also a full barrier; membarrier(2),
+//     "MEMBARRIER_CMD_GLOBAL_EXPEDITED"). The producer's thread thus passed
+//     a full barrier at some point P during the call. If P precedes the
+//     producer's commit store, the announcement (made before the call) is
+//     visible to the producer's later load of sleepers, which bumps value
+//     and wakes. If P follows the commit store, the commit is visible when
+//     membarrier returns, and check, which runs after, sees it. Either way
+//     the message is not missed. The producer's process must have
+//     registered (EnableHeavyFence), or the call does not reach its threads:
+//     that is why a producer commits with a release store only when both it
+//     and the consumer registered.
+//
+// The membarrier costs the sleeper an inter-processor interrupt to the CPUs
+// running registered threads (microseconds), paid only on the way to a
+// futex wait; the producer's fast path has no locked instruction at all.
+func (b Bell) Sleep(check func() bool, timeout time.Duration) (timedOut bool) {
 	b.sleepers.Add(1)
+	if b.heavy && !testSkipHeavyFence {
+		heavyFence()
+	}
 	v := b.value.Load()
 	if !check() {
-		FutexWait(b.value, v, timeout)
+		timedOut = futexWaitTimedOut(b.value, v, timeout)
 	}
 	b.sleepers.Add(^uint32(0))
+	return timedOut
 }

@@ -72,8 +72,9 @@
 // variable-length messages in 64-byte slots: the header words tail (offset
 // 128, producers) and head (offset 256, published by the consumer once per
 // batch) on their own 128-byte blocks, slots from offset 384. A message's
-// first 8 bytes are its commit word (tag, slot count, flags), stored last
-// and sequentially consistent (the Bell argument below needs it); producers
+// first 8 bytes are its commit word (tag, slot count, flags), stored last,
+// sequentially consistent or, between processes registered for membarrier
+// (EnableHeavyFence), with a release store (the Bell argument below); producers
 // find free slots from a cached head and never read a slot before writing
 // it; the consumer clears the first word of a later slot only when it reads
 // as next lap's tag.
@@ -108,7 +109,10 @@
 // (sleepers++), loads value, re-checks its rings, and waits on value only if
 // they are all empty. With sequentially consistent atomics either the check
 // sees the Commit or the Ring sees the sleeper and changes value, so no
-// wake-up is lost.
+// wake-up is lost. With a release-store Commit the sleeper supplies the
+// producer's barrier: membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED between
+// announcing itself and re-checking (Bell.WithHeavyFence; the argument is at
+// Bell.Sleep).
 //
 // # Peers
 //

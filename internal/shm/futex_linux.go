@@ -28,6 +28,12 @@ const (
 // unsafe: the pointer-to-uintptr conversions must be written in the syscall
 // expression itself (unsafe.Pointer rule 4).
 func FutexWait(addr *atomic.Uint32, val uint32, timeout time.Duration) {
+	futexWaitTimedOut(addr, val, timeout)
+}
+
+// futexWaitTimedOut is FutexWait reporting whether the wait ended because
+// the timeout expired (ETIMEDOUT).
+func futexWaitTimedOut(addr *atomic.Uint32, val uint32, timeout time.Duration) bool {
 	var errno unix.Errno
 	if timeout > 0 {
 		ts := unix.NsecToTimespec(int64(timeout))
@@ -38,10 +44,13 @@ func FutexWait(addr *atomic.Uint32, val uint32, timeout time.Duration) {
 			uintptr(val), 0, 0, 0)
 	}
 	switch errno {
-	case 0, unix.EINTR, unix.EAGAIN, unix.ETIMEDOUT:
+	case 0, unix.EINTR, unix.EAGAIN:
+	case unix.ETIMEDOUT:
+		return true
 	default:
 		panic("shm: futex wait: " + errno.Error())
 	}
+	return false
 }
 
 // FutexWake wakes up to n waiters sleeping on addr (n <= 0: none; n is capped

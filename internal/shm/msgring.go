@@ -76,6 +76,10 @@ type MsgRing struct {
 	mask   uint64
 	nslots uint64
 
+	// relCommit: this producer's view commits with a release store
+	// (SetReleaseCommit).
+	relCommit bool
+
 	// seenHead is a head value this process has read: every ticket below it
 	// is free for producers. Producers re-read head only when seenHead says
 	// the ring is full.
@@ -257,15 +261,31 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 // before Commit is visible to the consumer that Peeks it. Commit does not
 // wake a sleeping consumer: ring its Bell after committing.
 //
-// The store is sequentially consistent (on amd64 an XCHG, which waits for
-// the slot's cache line), not merely a release: Bell.Ring then loads the
-// consumer's sleeper count, and that load must not be satisfied before the
-// commit is visible, or a consumer announcing itself as a sleeper at that
-// moment would check the ring, miss the message, and sleep with nobody to
-// wake it (the store-load order that Bell.Sleep's argument needs).
+// By default the store is sequentially consistent (on amd64 an XCHG, which
+// waits for the slot's cache line), not merely a release: Bell.Ring then
+// loads the consumer's sleeper count, and that load must not be satisfied
+// before the commit is visible, or a consumer announcing itself as a
+// sleeper at that moment would check the ring, miss the message, and sleep
+// with nobody to wake it (the store-load order that Bell.Sleep's argument
+// needs). After SetReleaseCommit it is a release store (a plain store on
+// amd64), and the consumer's membarrier supplies that order (Bell.Sleep).
 func (q *MsgRing) Commit(t Ticket) {
+	if q.relCommit {
+		storeRelease64(q.wordAt(t.pos), commitWord(t.pos, t.k, 0))
+		return
+	}
 	q.wordAt(t.pos).Store(commitWord(t.pos, t.k, 0))
 }
+
+// SetReleaseCommit makes this view's Commit a release store. Only for a
+// producer whose process registered with EnableHeavyFence, committing to a
+// consumer that sleeps on a Bell made by WithHeavyFence (and rings that Bell
+// after each Commit); otherwise a sleeping consumer may miss a message until
+// its timeout. Call it before the view is shared among goroutines.
+func (q *MsgRing) SetReleaseCommit() { q.relCommit = true }
+
+// ReleaseCommit reports whether this view commits with a release store.
+func (q *MsgRing) ReleaseCommit() bool { return q.relCommit }
 
 // Peek returns the data of the oldest committed message (all of its slots
 // less the message word; the caller decodes its own length), or ok == false

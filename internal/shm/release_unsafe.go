@@ -15,7 +15,8 @@ import (
 // own StoreRel on amd64. sync/atomic's Store is an XCHG instead: a full
 // fence that stalls the writer until every line it wrote has arrived. Only
 // for words nobody pairs with a later load of the writer's own (a release
-// store lets that load pass it; see MsgRing.Commit). Race-enabled builds
+// store lets that load pass it), unless the reader supplies the barrier
+// (see MsgRing.Commit and Bell.Sleep). Race-enabled builds
 // and other architectures use atomic.Store (release_other.go).
 //
 //go:noinline

@@ -8,7 +8,7 @@
 //
 // Each rank creates one AM region and maps every other rank's:
 //
-//	0        region header: magic "GXAM", version, rank, size, state (offset 16: the rank ended the normal way)
+//	0        region header: magic "GXAM", version, rank, size, state (offset 16: the rank ended the normal way), holder pid (20), fenced (24: fence.go)
 //	64       Bell: the futex doorbell this rank sleeps on (block wait mode)
 //	128      request ring: inbound AM requests (an shm.MsgRing: many producers, this rank consumes)
 //	...      reply ring: inbound AM replies
@@ -69,7 +69,7 @@ import (
 // Geometry of the AM region.
 const (
 	regionMagic   = 0x4d415847 // "GXAM" little-endian
-	regionVersion = 2
+	regionVersion = 3          // 3: the offFenced word (fence.go)
 	offBell       = 64
 	offRings      = 128
 
@@ -207,6 +207,7 @@ type Conduit struct {
 	deliver conduit.Delivery
 
 	hasWork func() bool // for Bell.Sleep; built once so Sleep does not allocate
+	fenced  bool        // this process uses membarrier: fence.go
 
 	segMu  sync.Mutex
 	seg    *shm.Region
@@ -351,6 +352,7 @@ func (c *Conduit) setupRegions() error {
 		c.inbound[i] = q
 	}
 	c.bell = shm.BellAt(b, offBell)
+	c.setupFence(b) // fence.go
 	c.peers = make([]peer, c.size)
 	pb := shm.PoolBytes(poolBufs, poolBufSize)
 	for p := 0; p < c.size; p++ {
@@ -432,6 +434,7 @@ func (c *Conduit) mapPeer(p int, descBytes []byte, ringsOff, poolsOff, total int
 		pr.ring[i] = q
 	}
 	pr.bell = shm.BellAt(b, offBell)
+	c.attachFence(pr, b) // fence.go
 	pb := shm.PoolBytes(poolBufs, poolBufSize)
 	for i := 0; i < 2; i++ {
 		off := poolsOff + (2*c.rank+i)*pb
