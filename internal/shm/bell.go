@@ -23,6 +23,10 @@ type Bell struct {
 	value    *atomic.Uint32
 	sleepers *atomic.Uint32
 	heavy    bool // Sleep issues membarrier after announcing (WithHeavyFence)
+	// standing is set while one fenced announcement is left in sleepers by
+	// a Sleep that timed out with nothing to do (WithHeavyFence views only;
+	// shared by the owner's copies). See Sleep.
+	standing *atomic.Bool
 }
 
 // BellAt returns the Bell at b[off:off+BellSize]. It panics if that is out of
@@ -45,7 +49,18 @@ func (b Bell) WithHeavyFence() Bell {
 		panic("shm: Bell.WithHeavyFence without a registered membarrier")
 	}
 	b.heavy = true
+	b.standing = new(atomic.Bool)
 	return b
+}
+
+// Withdraw takes back the announcement a timed-out Sleep left standing, if
+// any. The owner calls it when it finds work (a Poll that delivered
+// messages), so that producers stop ringing a rank that is awake. A load
+// only, when nothing stands.
+func (b Bell) Withdraw() {
+	if b.standing != nil && b.standing.Load() && b.standing.CompareAndSwap(true, false) {
+		b.sleepers.Add(^uint32(0))
+	}
 }
 
 // Ring wakes the Bell's sleepers, if any: a load of sleepers when nobody
@@ -106,12 +121,26 @@ var testSkipHeavyFence bool
 // futex wait; the producer's fast path has no locked instruction at all.
 func (b Bell) Sleep(check func() bool, timeout time.Duration) (timedOut bool) {
 	b.sleepers.Add(1)
-	if b.heavy && !testSkipHeavyFence {
+	// One fence per idle period, not per sleep: an idle rank re-sleeps every
+	// few hundred microseconds, and each membarrier interrupts every CPU
+	// running the job's busy ranks. A Sleep that times out with nothing to do
+	// leaves its fenced announcement standing (sleepers stays >= 1) until the
+	// owner finds work (Withdraw). A later Sleep that, after its own
+	// announcement, still sees one standing needs no fence: sleepers has been
+	// >= 1 without a gap since that announcement's fence (the standing one is
+	// withdrawn only after standing is cleared, which this load would have
+	// seen), so every commit after that fence's barrier point is followed by a
+	// producer's load that sees a sleeper and rings, and every commit before
+	// it is visible to check.
+	if b.heavy && !testSkipHeavyFence && !b.standing.Load() {
 		heavyFence()
 	}
 	v := b.value.Load()
 	if !check() {
 		timedOut = futexWaitTimedOut(b.value, v, timeout)
+	}
+	if timedOut && b.heavy && b.standing.CompareAndSwap(false, true) {
+		return timedOut // this announcement stands, fenced, until Withdraw
 	}
 	b.sleepers.Add(^uint32(0))
 	return timedOut

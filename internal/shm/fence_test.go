@@ -22,7 +22,12 @@ const envTestNoFence = "GEXGO_TEST_NO_FENCE"
 // then commits, each side after a varying pause, so that its
 // commit and its load of the sleeper count land in the consumer's window
 // between announcing itself and checking the ring. It stops after 3 losses.
-func lostWakeups(t *testing.T, iters int, release, heavy bool) (lost int) {
+//
+// With standing, the consumer first sleeps until a short timeout with
+// nothing to do before each round, so that its real Sleep finds that
+// announcement standing and skips its own membarrier (Bell.Sleep), and
+// withdraws it when it finds the message, as the smp conduit's Poll does.
+func lostWakeups(t *testing.T, iters int, release, heavy bool, standing ...bool) (lost int) {
 	t.Helper()
 	const timeout = time.Second
 	b := alignedBytes(MsgRingBytes(64) + 64)
@@ -75,7 +80,15 @@ func lostWakeups(t *testing.T, iters int, release, heavy bool) (lost int) {
 	}()
 	defer close(quit)
 	check := func() bool { return !cq.Empty() }
+	stand := len(standing) > 0 && standing[0]
 	for i := uint64(1); i <= uint64(iters) && lost < 3; i++ {
+		if stand { // a late Ring of the last round may end one early: retry
+			for k := 0; !cb.Sleep(check, time.Microsecond); k++ {
+				if k == 100 {
+					t.Fatalf("round %d: idle Sleeps with nothing in the ring never time out", i)
+				}
+			}
+		}
 		ready.Store(i)
 		for j := i % 97; j > 0; j-- { // a varying pause: sweep the window
 			_ = ready.Load()
@@ -94,6 +107,9 @@ func lostWakeups(t *testing.T, iters int, release, heavy bool) (lost int) {
 			}
 			cq.Release()
 			cq.Publish()
+			if stand {
+				cb.Withdraw()
+			}
 			break
 		}
 		done.Store(i)
@@ -125,6 +141,75 @@ func TestHeavyFenceNoLostWakeup(t *testing.T) {
 	if lost := lostWakeups(t, fenceIters(), true, true); lost != 0 {
 		t.Fatalf("%d lost wake-ups in %d rounds", lost, fenceIters())
 	}
+}
+
+// TestHeavyFenceStandingNoLostWakeup: the same with the consumer's
+// announcement left standing by an idle Sleep before every round, so that
+// the Sleep that races the producer skips the membarrier (one fence per idle
+// period) and counts on that standing announcement. (Without the fence it
+// passes too: an announcement made long before the producer's commit is
+// seen by the producer's load anyway; the fence guards fresh ones, which
+// TestHeavyFenceNoLostWakeup covers.)
+func TestHeavyFenceStandingNoLostWakeup(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two threads running at once (GOMAXPROCS >= 2)")
+	}
+	if !EnableHeavyFence() {
+		t.Skip("membarrier MEMBARRIER_CMD_GLOBAL_EXPEDITED unavailable here")
+	}
+	iters := fenceIters() / 5
+	if lost := lostWakeups(t, iters, true, true, true); lost != 0 {
+		t.Fatalf("%d lost wake-ups in %d rounds", lost, iters)
+	}
+}
+
+// TestBellStanding: a fenced Sleep that times out with nothing to do leaves
+// one sleeper announced (producers keep ringing), a later one adds none,
+// Withdraw takes it back, and a Sleep that finds work leaves nothing.
+func TestBellStanding(t *testing.T) {
+	if !EnableHeavyFence() {
+		t.Skip("membarrier unavailable")
+	}
+	b := alignedBytes(64)
+	pb := BellAt(b, 0)
+	cb := pb.WithHeavyFence()
+	sleepers := Uint32At(b, bellOffSleepers)
+	value := Uint32At(b, bellOffValue)
+	idle := func() bool { return false }
+	if !cb.Sleep(idle, time.Microsecond) {
+		t.Fatal("an idle Sleep did not time out")
+	}
+	if n := sleepers.Load(); n != 1 {
+		t.Fatalf("after an idle Sleep: %d sleepers announced, want 1 standing", n)
+	}
+	cb.Sleep(idle, time.Microsecond)
+	if n := sleepers.Load(); n != 1 {
+		t.Fatalf("after a second idle Sleep: %d sleepers announced, want 1", n)
+	}
+	v := value.Load()
+	pb.Ring()
+	if value.Load() == v {
+		t.Fatal("Ring while an announcement stands did not bump the futex word")
+	}
+	cb.Withdraw()
+	if n := sleepers.Load(); n != 0 {
+		t.Fatalf("after Withdraw: %d sleepers announced, want 0", n)
+	}
+	cb.Withdraw() // nothing standing: no change
+	if n := sleepers.Load(); n != 0 {
+		t.Fatalf("after a second Withdraw: %d sleepers, want 0", n)
+	}
+	if cb.Sleep(func() bool { return true }, time.Second) {
+		t.Fatal("a Sleep whose check is true timed out")
+	}
+	if n := sleepers.Load(); n != 0 {
+		t.Fatalf("after a Sleep that found work: %d sleepers, want 0", n)
+	}
+	pb.Sleep(idle, time.Microsecond) // a plain Bell never leaves one standing
+	if n := sleepers.Load(); n != 0 {
+		t.Fatalf("after a plain Bell's idle Sleep: %d sleepers, want 0", n)
+	}
+	pb.Withdraw()
 }
 
 // TestSeqCstCommitNoLostWakeup is the fallback where membarrier is missing:

@@ -660,6 +660,9 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 	if !repliesOnly && c.ringWaiting(0) {
 		n += c.tryDrain(0, gctx.ID())
 	}
+	if n > 0 {
+		c.bell.Withdraw() // awake: producers need not ring (shm.Bell.Sleep)
+	}
 	return n
 }
 
@@ -690,6 +693,9 @@ func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 	if !repliesOnly && c.ringWaiting(0) && c.consumer[0].TryLock() {
 		n += c.tryDrain(0, gctx.ID())
 		c.consumer[0].Unlock()
+	}
+	if n > 0 {
+		c.bell.Withdraw()
 	}
 	return n + c.cfg.Remote.Poll(repliesOnly, c.deliver)
 }
