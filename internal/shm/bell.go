@@ -143,5 +143,8 @@ func (b Bell) Sleep(check func() bool, timeout time.Duration) (timedOut bool) {
 		return timedOut // this announcement stands, fenced, until Withdraw
 	}
 	b.sleepers.Add(^uint32(0))
+	if !timedOut {
+		b.Withdraw() // woken, or work found: the owner is awake
+	}
 	return timedOut
 }

@@ -195,6 +195,13 @@ func TestBellStanding(t *testing.T) {
 	if n := sleepers.Load(); n != 0 {
 		t.Fatalf("after Withdraw: %d sleepers announced, want 0", n)
 	}
+	cb.Sleep(idle, time.Microsecond)
+	if cb.Sleep(func() bool { return true }, time.Second) {
+		t.Fatal("a Sleep whose check is true timed out")
+	}
+	if n := sleepers.Load(); n != 0 {
+		t.Fatalf("a Sleep that found work left %d sleepers announced, want 0 (it withdraws the standing one)", n)
+	}
 	cb.Withdraw() // nothing standing: no change
 	if n := sleepers.Load(); n != 0 {
 		t.Fatalf("after a second Withdraw: %d sleepers, want 0", n)
