@@ -662,16 +662,8 @@ func (op *collOp) advanceHier(e *collEngine, st *shmTeam) bool {
 		ev := e.launch(sub)
 		op.subEv = ev
 	}
-	if op.sub != nil {
-		if !op.subEv.s.complete() {
-			return false
-		}
-		if err := op.subEv.s.consume(); err != nil && op.err == nil {
-			op.err = err
-		}
-		e.mu.Lock()
-		op.sub = nil // under mu: waitingOn reads it
-		e.mu.Unlock()
+	if !op.subDone(e) {
+		return false
 	}
 	v := st.lines[op.me]
 	v.merged.Store(uint64(op.bflags)<<32 | uint64(uint32(op.id)))
