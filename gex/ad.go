@@ -97,7 +97,7 @@ func ADCreate[T ADType](tm *TM, dt DT, ops OP, flags Flags) (*AD[T], error) {
 	}
 	tm.ads.Add(1)
 	ad := &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger(), size: tm.size}
-	ad.fast.fill(c, tm.direct)
+	ad.fast.fill(c, tm.direct, tm.size)
 	return ad, nil
 }
 
@@ -108,6 +108,7 @@ func (ad *AD[T]) Destroy() error {
 		return badArg("AD.Destroy", "the domain was already destroyed")
 	}
 	ad.dead = true
+	ad.fast.clear() // every later call takes do, which reports it
 	ad.tm.ads.Add(-1)
 	return nil
 }
@@ -138,65 +139,71 @@ const adOpAllowed = FlagImmediate | FlagADMyRank | FlagADMyNbrhd | FlagADAcq | F
 // which must be non-nil, by the time the event completes. A target whose
 // segment is mapped here completes during the call (EventInvalid).
 func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
-	if flags == 0 && ad.fastOp(op, result, addr) {
-		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil {
-			if !ad.c.mayBeRestricted() {
-				if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
-					if old := faddAt(p, op1); op == OPFAdd {
-						*result = old
-					}
-				} else {
-					applyOther(p, result, op, op1, op2, ad.integer)
+	if ad.addOp(result, addr, op, flags) {
+		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.restrictedHere() {
+				if old := ad.faddAt(p, op1); op == OPFAdd {
+					*result = old
 				}
-				return EventInvalid, nil
+				return Event{}, nil
 			}
 		}
 	}
-	return ad.do("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
+	return ad.opSlow("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
 }
 
 // OpNBI implements gex_AD_OpNBI_[DATATYPE]: as OpNB with implicit-event
 // completion, checked with NBITest/NBIWait: ECPut for OPSet, ECGet for OPGet,
 // ECRMW for everything else.
 func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) error {
-	if flags == 0 && ad.fastOp(op, result, addr) {
-		if p := ad.fast.mapped(ad.size, rank, addr, int(unsafe.Sizeof(op1))); p != nil {
-			if !ad.c.mayBeRestricted() {
-				if op&(OPFAdd|OPAdd) != 0 && ad.integer { // the commonest: one locked add, no call
-					if old := faddAt(p, op1); op == OPFAdd {
-						*result = old
-					}
-				} else {
-					applyOther(p, result, op, op1, op2, ad.integer)
+	if ad.addOp(result, addr, op, flags) {
+		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.restrictedHere() {
+				if old := ad.faddAt(p, op1); op == OPFAdd {
+					*result = old
 				}
 				return nil
 			}
 		}
 	}
-	_, err := ad.do("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
+	_, err := ad.opSlow("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
 	return err
 }
 
-// The mapped fast path of OpNB and OpNBI is written out in each (a shared
-// generic body would cost a second call: the compiler does not inline a
-// generic method of this size): it takes the common case - no flags, a
-// valid single opcode of a live domain, an aligned target in a segment
-// mapped here (mappedAt: a direct team, the range inside the segment), the
-// caller not in restricted context - and leaves every other call, errors
-// included, to do.
+// The mapped fast paths of OpNB and OpNBI (rma_fast_unsafe.go), both for
+// the common case - no flags, an opcode of the domain's set, an aligned
+// target (checked on the owner's address, as do does; segments are
+// page-aligned in every process, so the mapping is aligned too) in a
+// segment mapped here (a direct team, a live domain: Destroy withdraws the
+// table; the range inside the segment), the caller not in restricted
+// context. The commonest opcodes, integer FADD and ADD, are written out in
+// OpNB and OpNBI themselves (addAt, then one locked add), so that nothing
+// is stored and no call made before the locked instruction: a locked
+// instruction waits for every earlier store to drain. Every other call
+// goes to opSlow, whose own fast path runs the other opcodes on the CPU
+// engine and which leaves everything else, errors included, to do.
 
-// fastOp reports whether op is one opcode of the live domain's set, result
-// is non-nil if op fetches, and addr is aligned for T (checked on the
-// owner's address, as do does; segments are page-aligned in every process,
-// so the mapping is aligned too).
-func (ad *AD[T]) fastOp(op OP, result *T, addr Addr) bool {
-	return op&ad.ops != 0 && op&(op-1) == 0 && !ad.dead && (result != nil || op&opResult == 0) &&
-		uintptr(addr)%unsafe.Sizeof(*result) == 0
+// opSlow is the rest of OpNB and OpNBI: the mapped fast path of the other
+// opcodes, then the general path.
+//
+//go:noinline
+func (ad *AD[T]) opSlow(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
+	if flags == 0 && op&ad.ops != 0 && op&(op-1) == 0 && (result != nil || op&opResult == 0) && uintptr(addr)%unsafe.Sizeof(op1) == 0 {
+		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.mayBeRestricted() {
+				ad.applyAt(p, result, op, op1, op2)
+				return Event{}, nil
+			}
+		}
+	}
+	return ad.do(name, mode, result, rank, addr, op, op1, op2, flags)
 }
 
 func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	c, tm := ad.c, ad.tm
-	ad.fast.fill(c, tm.direct) // later calls may take the fast path
+	if !ad.dead {
+		ad.fast.fill(c, tm.direct, tm.size) // later calls may take the fast path
+	}
 	if c.slowHook != nil {
 		c.slowHook(name)
 	}

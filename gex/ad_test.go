@@ -674,6 +674,17 @@ func adErrors(e *rankEnv, sn int) {
 	expectRMAErr(e, "second Destroy", ad.Destroy(), "destroyed")
 	_, err = ad.OpNB(&res, peer, a, gex.OPGet, 0, 0, 0)
 	expectRMAErr(e, "OpNB on a destroyed AD", err, "destroyed")
+	// The FADD/ADD path written out in OpNB/OpNBI refuses too, and leaves
+	// the target as it was (read through a live domain).
+	_, err = ad.OpNB(&res, peer, a, gex.OPFAdd, 1, 0, 0)
+	expectRMAErr(e, "OpNB(FADD) on a destroyed AD", err, "destroyed")
+	expectRMAErr(e, "OpNBI(ADD) on a destroyed AD", ad.OpNBI(nil, peer, a, gex.OPAdd, 1, 0, 0), "destroyed")
+	live, err := gex.ADCreate[uint64](e.tm, gex.DTU64, gex.OPGet, 0)
+	e.Check(err, "ADCreate (live)")
+	if got := adDo(e, live, false, peer, a, gex.OPGet, 0, 0, 0); got != want {
+		e.Fatalf("after refused operations on a destroyed AD the target is %d, want %d", got, want)
+	}
+	e.Check(live.Destroy(), "Destroy (live)")
 }
 
 // TestADNBICategories: "For the opcodes GEX_OP_SET and GEX_OP_GET, one should

@@ -87,6 +87,14 @@ func (c *Client) mayBeRestricted() bool {
 		uintptr(uint32(c.prepareG.n.Load())|uint32(hslHolders.n.Load())) != 0 // one branch
 }
 
+// restrictedHere is mayBeRestricted as separate compares and branches: more
+// instructions than the OR of the words but a shorter chain of dependent
+// ones (the loads resolve in parallel), which is what matters before a
+// locked instruction, which waits for every earlier branch to resolve.
+func (c *Client) restrictedHere() bool {
+	return c.handlerG[0].Load() != 0 || c.handlerG[1].Load() != 0 || c.handlerG[2].Load() != 0 || c.prepareG.n.Load() != 0 || hslHolders.n.Load() != 0
+}
+
 // checkRestricted returns a restrictedError if the caller may not make a
 // communicating call now. op names the API for the message.
 func (c *Client) checkRestricted(op string) error {

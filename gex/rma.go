@@ -146,15 +146,28 @@ var (
 // inlines into their callers, so that a put costs one call into gex): the
 // mapped fast path (rma_fast_unsafe.go), else the general path.
 func (tm *TM) put(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
-	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 && disjoint(p, src) {
+	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 {
 		// The restricted-context check in an if of its own branches on
 		// the loads themselves (in the && chain the compiler builds a
 		// bool first).
 		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
-			putAt(p, src)
-			return EventInvalid, nil
+			if len(src) == 8 {
+				if put8(p, src) {
+					return Event{}, nil
+				}
+			} else if copyOut(p, src, true) {
+				return Event{}, nil
+			}
 		}
 	}
+	return tm.putSlow(mode, rank, dest, src, lc, flags)
+}
+
+// putSlow is put's general path, out of line so that the fast path needs
+// no stack frame for it.
+//
+//go:noinline
+func (tm *TM) putSlow(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
 	ev, err := tm.rma(&rmaSpec{op: putOps[mode], put: true, mode: mode, rank: rank, raddr: dest, local: src, lc: lcKindOf(lc), flags: flags})
 	if err == nil && mode == modeNB && lcKindOf(lc) == lcEvent {
 		*lc = EventInvalid // local completion happened during the call
@@ -182,12 +195,24 @@ func fastLC(mode rmaMode, lc *Event) bool {
 
 // get is the body of GetBlocking, GetNBI and GetNB, as put is of the puts.
 func (tm *TM) get(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
-	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 && disjoint(p, dst) {
+	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 {
 		if !tm.c.mayBeRestricted() {
-			getAt(dst, p)
-			return EventInvalid, nil
+			if len(dst) == 8 {
+				if get8(dst, p) {
+					return Event{}, nil
+				}
+			} else if copyOut(p, dst, false) {
+				return Event{}, nil
+			}
 		}
 	}
+	return tm.getSlow(mode, dst, rank, src, flags)
+}
+
+// getSlow is get's general path, out of line as putSlow is.
+//
+//go:noinline
+func (tm *TM) getSlow(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
 	return tm.rma(&rmaSpec{op: getOps[mode], mode: mode, rank: rank, raddr: src, local: dst, flags: flags})
 }
 
@@ -296,7 +321,7 @@ func (s *rmaSpec) checkLC() error {
 // rma validates a call, picks the path and runs it.
 func (tm *TM) rma(s *rmaSpec) (Event, error) {
 	c := tm.c
-	tm.fast.fill(c, tm.direct) // later calls may take the fast path
+	tm.fast.fill(c, tm.direct, tm.size) // later calls may take the fast path
 	if c.slowHook != nil {
 		c.slowHook(s.op)
 	}

@@ -249,7 +249,7 @@ func rmaBench(b *testing.B, supernode int, fn func(b *testing.B, tm *gex.TM, pee
 	})
 }
 
-func benchSelf(b *testing.B) (*gex.TM, gex.Addr) {
+func benchSelf(b testing.TB) (*gex.TM, gex.Addr) {
 	_, _, tm := selfClient(b)
 	seg, err := gex.SegmentAttach(tm, 1<<16)
 	if err != nil {

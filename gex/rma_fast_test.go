@@ -326,9 +326,9 @@ func TestFastPathInlining(t *testing.T) {
 		"(*TM).PutBlocking", "(*TM).PutNBI", "(*TM).PutNB", "(*TM).GetBlocking", "(*TM).GetNBI", "(*TM).GetNB",
 		"(*TM).PutBlockingVal", "(*TM).PutNBIVal", "(*TM).PutNBVal", "Event.Wait", "Event.Test",
 		// The pieces of the fast path inline into the bodies.
-		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "putAt", "getAt", "putValAt", "getValAt",
+		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "put8", "get8", "putValAt", "getValAt",
 		"(*Client).mayBeRestricted", "fastLC")
 	check(report("github.com/gexgo/gexgo/gex/testdata/inlinecheck=", "./testdata/inlinecheck"),
 		"gex.(*AD[uint64]).OpNB", "gex.(*AD[uint64]).OpNBI", "gex.(*AD[uint32]).OpNB", "gex.(*AD[uint32]).OpNBI",
-		"gex.(*AD[go.shape.uint64]).fastOp", "gex.faddAt[go.shape.uint64]", "gex.faddAt[go.shape.uint32]")
+		"gex.(*AD[go.shape.uint64]).addOp", "gex.(*AD[go.shape.uint64]).faddAt", "gex.(*AD[go.shape.uint32]).faddAt")
 }

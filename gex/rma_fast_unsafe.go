@@ -42,32 +42,43 @@ func newMapTable(views []segView) *mapEntry {
 // fastMap is a TM's or an AD's copy of the client's table (Client.mapped),
 // held in the object itself so that a fast-path call reaches the target's
 // entry in two dependent loads (object, entry) instead of five (object,
-// team, client, table, entry). It is nil until filled: at
-// SegmentAttach for the primordial team, else by the first call that takes
-// the general path after the segments are known.
-type fastMap struct{ p atomic.Pointer[mapEntry] }
+// team, client, table, entry). n is the number of usable entries: 0 until
+// the table is filled (at SegmentAttach for the primordial team, else by
+// the first call that takes the general path after the segments are
+// known), then the object's size, so that one compare rejects both an
+// unfilled table and a rank out of range. n is published after p, so a
+// reader that sees n > 0 sees p.
+type fastMap struct {
+	n atomic.Uint32
+	p atomic.Pointer[mapEntry]
+}
 
-// fill publishes the client's table in f if the object is direct (team rank
-// = job rank, primordial endpoints) and the table exists.
-func (f *fastMap) fill(c *Client, direct bool) {
-	if direct && f.p.Load() == nil {
+// fill publishes the client's table in f for an object of size ranks if
+// the object is direct (team rank = job rank, primordial endpoints) and the
+// table exists.
+func (f *fastMap) fill(c *Client, direct bool, size Rank) {
+	if direct && f.n.Load() == 0 {
 		if t := c.mapped.Load(); t != nil {
 			f.p.Store(t)
+			f.n.Store(uint32(size))
 		}
 	}
 }
 
+// clear withdraws the table: every later call takes the general path.
+func (f *fastMap) clear() { f.n.Store(0) }
+
 // mapped returns the address in this process of the n bytes at remote
 // address dest of rank's segment, or nil if the fast path does not apply:
-// table not filled (not direct, no segments yet), rank not below size (the
-// team's size, at most the job's), rank's segment not mapped here, or
-// [dest, dest+n) not inside it. One subtraction and two compares bound the
-// range (dest below the segment wraps off around and fails the first).
-func (f *fastMap) mapped(size Rank, rank Rank, dest Addr, n int) unsafe.Pointer {
-	t := f.p.Load()
-	if t == nil || uint(rank) >= uint(size) {
+// table not filled (not direct, no segments yet), rank not below the
+// object's size, rank's segment not mapped here, or [dest, dest+n) not
+// inside it. One subtraction and two compares bound the range (dest below
+// the segment wraps off around and fails the first).
+func (f *fastMap) mapped(rank Rank, dest Addr, n int) unsafe.Pointer {
+	if uint32(rank) >= f.n.Load() {
 		return nil
 	}
+	t := f.p.Load()
 	e := (*mapEntry)(unsafe.Add(unsafe.Pointer(t), uintptr(rank)*unsafe.Sizeof(*t)))
 	off := uint64(dest) - e.owner
 	if off > e.size || uint64(n) > e.size-off {
@@ -76,9 +87,9 @@ func (f *fastMap) mapped(size Rank, rank Rank, dest Addr, n int) unsafe.Pointer 
 	return unsafe.Add(e.base, off)
 }
 
-// mappedAt is mapped for tm's table and size.
+// mappedAt is mapped for tm's table.
 func (tm *TM) mappedAt(rank Rank, dest Addr, n int) unsafe.Pointer {
-	return tm.fast.mapped(tm.size, rank, dest, n)
+	return tm.fast.mapped(rank, dest, n)
 }
 
 // disjoint reports whether the n > 0 bytes at p and the slice b (len n) do
@@ -91,23 +102,42 @@ func disjoint(p unsafe.Pointer, b []byte) bool {
 	return uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(b)))+n-1 >= 2*n-1
 }
 
-// putAt copies src to the len(src) bytes at p (an 8-byte transfer is one
-// load and one store, no memmove call).
-func putAt(p unsafe.Pointer, src []byte) {
-	if len(src) == 8 {
-		*(*[8]byte)(p) = [8]byte(src)
-		return
+// put8 copies the 8 bytes of src to p unless they overlap (NOTE 5, left to
+// the general path to report; one compare with constants) and reports
+// whether it did: one load and one store.
+func put8(p unsafe.Pointer, src []byte) bool {
+	if uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(src)))+7 < 15 {
+		return false
 	}
-	copyMapped(unsafe.Slice((*byte)(p), len(src)), src)
+	*(*[8]byte)(p) = [8]byte(src)
+	return true
 }
 
-// getAt copies the len(dst) bytes at p to dst.
-func getAt(dst []byte, p unsafe.Pointer) {
-	if len(dst) == 8 {
-		*(*[8]byte)(dst) = *(*[8]byte)(p)
-		return
+// get8 copies the 8 bytes at p to dst as put8 copies.
+func get8(dst []byte, p unsafe.Pointer) bool {
+	if uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(dst)))+7 < 15 {
+		return false
 	}
-	copyMapped(dst, unsafe.Slice((*byte)(p), len(dst)))
+	*(*[8]byte)(dst) = *(*[8]byte)(p)
+	return true
+}
+
+// copyOut copies b to the len(b) bytes at p (put) or them to b, unless
+// they overlap, and reports whether it did; out of line, so that the fast
+// paths of the 8-byte transfers keep nothing on the stack for it.
+//
+//go:noinline
+func copyOut(p unsafe.Pointer, b []byte, put bool) bool {
+	if !disjoint(p, b) {
+		return false
+	}
+	m := unsafe.Slice((*byte)(p), len(b))
+	if put {
+		copyMapped(m, b)
+	} else {
+		copyMapped(b, m)
+	}
+	return true
 }
 
 // putValAt stores the low nbytes (1..8) of value at p in this machine's byte
@@ -138,20 +168,30 @@ func getValAt(p unsafe.Pointer, nbytes int) uint64 {
 	return binary.NativeEndian.Uint64(buf[:])
 }
 
-// faddAt adds d to the integer T at p and returns the previous value.
-func faddAt[T ADType](p unsafe.Pointer, d T) T {
+// faddAt adds d to the integer T at p and returns the previous value. A
+// method, not a generic function, so that inlined into OpNB/OpNBI it needs
+// no dictionary of its own.
+func (ad *AD[T]) faddAt(p unsafe.Pointer, d T) T {
 	if unsafe.Sizeof(d) == 8 {
-		w := asWord[uint64](d)
-		return fromWord[T]((*atomic.Uint64)(p).Add(w) - w)
+		w := *(*uint64)(unsafe.Pointer(&d))
+		old := (*atomic.Uint64)(p).Add(w) - w
+		return *(*T)(unsafe.Pointer(&old))
 	}
-	w := asWord[uint32](d)
-	return fromWord[T]((*atomic.Uint32)(p).Add(w) - w)
+	w := *(*uint32)(unsafe.Pointer(&d))
+	old := (*atomic.Uint32)(p).Add(w) - w
+	return *(*T)(unsafe.Pointer(&old))
 }
 
-// applyOther performs op at p (the domain's T, mapped here) and stores the
-// previous value in *result for the fetching opcodes.
-func applyOther[T ADType](p unsafe.Pointer, result *T, op OP, op1, op2 T, integer bool) {
-	old := atomicApply(unsafe.Slice((*byte)(p), unsafe.Sizeof(op1)), op, op1, op2, integer)
+// addOp reports whether a call is an integer FADD (result non-nil) or ADD
+// of the domain's set with flags 0 at an address aligned for T.
+func (ad *AD[T]) addOp(result *T, addr Addr, op OP, flags Flags) bool {
+	return (op == OPFAdd && result != nil || op == OPAdd) && flags|Flags(uintptr(addr)%unsafe.Sizeof(*result)) == 0 && op&ad.ops != 0 && ad.integer
+}
+
+// applyAt performs the single opcode op at p (the domain's T, mapped here)
+// and stores the previous value in *result for the fetching opcodes.
+func (ad *AD[T]) applyAt(p unsafe.Pointer, result *T, op OP, op1, op2 T) {
+	old := atomicApply(unsafe.Slice((*byte)(p), unsafe.Sizeof(op1)), op, op1, op2, ad.integer)
 	if op&opResult != 0 {
 		*result = old
 	}

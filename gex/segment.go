@@ -78,7 +78,7 @@ func segmentAttach(tm *TM, size uint64) (*Segment, error) {
 	}
 	c.segViews.Store(&views)
 	c.mapped.Store(newMapTable(views))
-	tm.fast.fill(c, tm.direct)
+	tm.fast.fill(c, tm.direct, tm.size)
 	return s, nil
 }
 
