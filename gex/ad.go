@@ -141,11 +141,13 @@ const adOpAllowed = FlagImmediate | FlagADMyRank | FlagADMyNbrhd | FlagADAcq | F
 func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	if ad.addOp(result, addr, op, flags) {
 		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
-			if !ad.c.restrictedHere() {
-				if old := ad.faddAt(p, op1); op == OPFAdd {
-					*result = old
+			if c := ad.c; c.restrictedA() == 0 {
+				if c.restrictedB() == 0 {
+					if old := ad.faddAt(p, op1); op == OPFAdd {
+						*result = old
+					}
+					return Event{}, nil
 				}
-				return Event{}, nil
 			}
 		}
 	}
@@ -158,11 +160,13 @@ func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags 
 func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) error {
 	if ad.addOp(result, addr, op, flags) {
 		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
-			if !ad.c.restrictedHere() {
-				if old := ad.faddAt(p, op1); op == OPFAdd {
-					*result = old
+			if c := ad.c; c.restrictedA() == 0 {
+				if c.restrictedB() == 0 {
+					if old := ad.faddAt(p, op1); op == OPFAdd {
+						*result = old
+					}
+					return nil
 				}
-				return nil
 			}
 		}
 	}

@@ -87,12 +87,16 @@ func (c *Client) mayBeRestricted() bool {
 		uintptr(uint32(c.prepareG.n.Load())|uint32(hslHolders.n.Load())) != 0 // one branch
 }
 
-// restrictedHere is mayBeRestricted as separate compares and branches: more
-// instructions than the OR of the words but a shorter chain of dependent
-// ones (the loads resolve in parallel), which is what matters before a
-// locked instruction, which waits for every earlier branch to resolve.
-func (c *Client) restrictedHere() bool {
-	return c.handlerG[0].Load() != 0 || c.handlerG[1].Load() != 0 || c.handlerG[2].Load() != 0 || c.prepareG.n.Load() != 0 || hslHolders.n.Load() != 0
+// restrictedA and restrictedB split mayBeRestricted's words in two (the
+// request and reply handler words; the held-AM handler word, the Prepare
+// and HSL counts): the caller is certainly not in restricted context when
+// both are 0. Tested with two nested ifs, the check is two short chains of
+// dependent loads instead of one long one, which is what counts before a
+// locked instruction (it waits for every earlier branch to resolve).
+func (c *Client) restrictedA() uintptr { return c.handlerG[0].Load() | c.handlerG[1].Load() }
+
+func (c *Client) restrictedB() uintptr {
+	return c.handlerG[2].Load() | uintptr(uint32(c.prepareG.n.Load())|uint32(hslHolders.n.Load()))
 }
 
 // checkRestricted returns a restrictedError if the caller may not make a

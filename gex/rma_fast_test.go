@@ -327,7 +327,7 @@ func TestFastPathInlining(t *testing.T) {
 		"(*TM).PutBlockingVal", "(*TM).PutNBIVal", "(*TM).PutNBVal", "Event.Wait", "Event.Test",
 		// The pieces of the fast path inline into the bodies.
 		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "put8", "get8", "putValAt", "getValAt",
-		"(*Client).mayBeRestricted", "(*Client).restrictedHere", "fastLC")
+		"(*Client).mayBeRestricted", "(*Client).restrictedA", "(*Client).restrictedB", "fastLC")
 	check(report("github.com/gexgo/gexgo/gex/testdata/inlinecheck=", "./testdata/inlinecheck"),
 		"gex.(*AD[uint64]).OpNB", "gex.(*AD[uint64]).OpNBI", "gex.(*AD[uint32]).OpNB", "gex.(*AD[uint32]).OpNBI",
 		"gex.(*AD[go.shape.uint64]).addOp", "gex.(*AD[go.shape.uint64]).faddAt", "gex.(*AD[go.shape.uint32]).faddAt")
