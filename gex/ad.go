@@ -150,8 +150,17 @@ func (ad *AD[T]) OpNB(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags 
 				}
 			}
 		}
+	} else if ad.otherOp(result, addr, op, flags) {
+		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
+			if !ad.c.mayBeRestricted() {
+				if old := atomicApplyAt(p, op, op1, op2, ad.integer); op&opResult != 0 {
+					*result = old
+				}
+				return Event{}, nil
+			}
+		}
 	}
-	return ad.opSlow("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
+	return ad.do("OpNB", modeNB, result, rank, addr, op, op1, op2, flags)
 }
 
 // OpNBI implements gex_AD_OpNBI_[DATATYPE]: as OpNB with implicit-event
@@ -169,39 +178,33 @@ func (ad *AD[T]) OpNBI(result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags
 				}
 			}
 		}
-	}
-	_, err := ad.opSlow("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
-	return err
-}
-
-// The mapped fast paths of OpNB and OpNBI (rma_fast_unsafe.go), both for
-// the common case - no flags, an opcode of the domain's set, an aligned
-// target (checked on the owner's address, as do does; segments are
-// page-aligned in every process, so the mapping is aligned too) in a
-// segment mapped here (a direct team, a live domain: Destroy withdraws the
-// table; the range inside the segment), the caller not in restricted
-// context. The commonest opcodes, integer FADD and ADD, are written out in
-// OpNB and OpNBI themselves (addAt, then one locked add), so that nothing
-// is stored and no call made before the locked instruction: a locked
-// instruction waits for every earlier store to drain. Every other call
-// goes to opSlow, whose own fast path runs the other opcodes on the CPU
-// engine and which leaves everything else, errors included, to do.
-
-// opSlow is the rest of OpNB and OpNBI: the mapped fast path of the other
-// opcodes, then the general path.
-//
-//go:noinline
-func (ad *AD[T]) opSlow(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
-	if flags == 0 && op&ad.ops != 0 && op&(op-1) == 0 && (result != nil || op&opResult == 0) && uintptr(addr)%unsafe.Sizeof(op1) == 0 {
+	} else if ad.otherOp(result, addr, op, flags) {
 		if p := ad.fast.mapped(rank, addr, int(unsafe.Sizeof(op1))); p != nil {
 			if !ad.c.mayBeRestricted() {
-				ad.applyAt(p, result, op, op1, op2)
-				return Event{}, nil
+				if old := atomicApplyAt(p, op, op1, op2, ad.integer); op&opResult != 0 {
+					*result = old
+				}
+				return nil
 			}
 		}
 	}
-	return ad.do(name, mode, result, rank, addr, op, op1, op2, flags)
+	_, err := ad.do("OpNBI", modeNBI, result, rank, addr, op, op1, op2, flags)
+	return err
 }
+
+// The mapped fast paths of OpNB and OpNBI (rma_fast_unsafe.go) are written
+// out in each (a shared generic body would cost a second call: the
+// compiler does not inline a generic method of this size). Both take the
+// common case - no flags, an opcode of the domain's set, an aligned target
+// (checked on the owner's address, as do does; segments are page-aligned
+// in every process, so the mapping is aligned too) in a segment mapped
+// here (a direct team, a live domain: Destroy withdraws the table; the
+// range inside the segment), the caller not in restricted context - and
+// leave every other call, errors included, to do. The commonest opcodes,
+// integer FADD and ADD, are one locked add, with nothing stored and no call
+// before it (a locked instruction waits for every earlier store to drain
+// and every earlier instruction to retire); every other opcode calls the
+// CPU engine (atomicApplyAt).
 
 func (ad *AD[T]) do(name string, mode rmaMode, result *T, rank Rank, addr Addr, op OP, op1, op2 T, flags Flags) (Event, error) {
 	c, tm := ad.c, ad.tm

@@ -44,7 +44,11 @@ func fromWord[T ADType, W word](w W) T { return *(*T)(unsafe.Pointer(&w)) }
 // atomicApply performs op on the T at mem[0:sizeof(T)] (aligned, checked by
 // the caller) and returns the previous value.
 func atomicApply[T ADType](mem []byte, op OP, op1, op2 T, integer bool) T {
-	p := unsafe.Pointer(unsafe.SliceData(mem))
+	return atomicApplyAt(unsafe.Pointer(unsafe.SliceData(mem)), op, op1, op2, integer)
+}
+
+// atomicApplyAt is atomicApply on the T at p.
+func atomicApplyAt[T ADType](p unsafe.Pointer, op OP, op1, op2 T, integer bool) T {
 	// The commonest operations on concrete atomics (the generic path below
 	// calls its word methods through a dictionary, which costs several ns).
 	if integer && (op == OPFAdd || op == OPAdd) {

@@ -188,11 +188,9 @@ func (ad *AD[T]) addOp(result *T, addr Addr, op OP, flags Flags) bool {
 	return (op == OPFAdd && result != nil || op == OPAdd) && flags|Flags(uintptr(addr)%unsafe.Sizeof(*result)) == 0 && op&ad.ops != 0 && ad.integer
 }
 
-// applyAt performs the single opcode op at p (the domain's T, mapped here)
-// and stores the previous value in *result for the fetching opcodes.
-func (ad *AD[T]) applyAt(p unsafe.Pointer, result *T, op OP, op1, op2 T) {
-	old := atomicApply(unsafe.Slice((*byte)(p), unsafe.Sizeof(op1)), op, op1, op2, ad.integer)
-	if op&opResult != 0 {
-		*result = old
-	}
+// otherOp reports whether a call that addOp refused is still one for the
+// mapped fast path: flags 0, a single opcode of the domain's set, result
+// non-nil if op fetches, an address aligned for T.
+func (ad *AD[T]) otherOp(result *T, addr Addr, op OP, flags Flags) bool {
+	return flags|Flags(uintptr(addr)%unsafe.Sizeof(*result)) == 0 && op&ad.ops != 0 && op&(op-1) == 0 && (result != nil || op&opResult == 0)
 }
