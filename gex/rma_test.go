@@ -620,6 +620,10 @@ func TestRMAOverlap(t *testing.T) {
 				{"identical ranges", 300, 64, 300},
 				{"last byte of local is first of remote", 400, 100, 499},
 				{"first byte of local is last of remote", 600, 100, 501},
+				// 8 bytes: the mapped fast path's own one-compare check.
+				{"8 bytes, remote 7 above", 700, 8, 707},
+				{"8 bytes, remote 7 below", 720, 8, 713},
+				{"8 bytes, identical ranges", 740, 8, 740},
 			} {
 				local := mine[c.lo : c.lo+c.n]
 				ra := base + gex.Addr(c.remoteLo)
@@ -639,6 +643,10 @@ func TestRMAOverlap(t *testing.T) {
 			wantBytes(e, "adjacent put", mine[1000:1100], snap[900:1000])
 			e.Check(e.tm.GetBlocking(mine[2000:2100], e.rank, base+2100, 0), "GetBlocking between adjacent ranges")
 			wantBytes(e, "adjacent get", mine[2000:2100], snap[2100:2200])
+			e.Check(e.tm.PutBlocking(e.rank, base+3008, mine[3000:3008], 0), "8-byte PutBlocking between adjacent ranges")
+			wantBytes(e, "adjacent 8-byte put", mine[3008:3016], snap[3000:3008])
+			e.Check(e.tm.GetBlocking(mine[3100:3108], e.rank, base+3092, 0), "8-byte GetBlocking between adjacent ranges")
+			wantBytes(e, "adjacent 8-byte get", mine[3100:3108], snap[3092:3100])
 			e.Barrier()
 			// A peer's segment mapped here (path (a) only): local and remote
 			// ranges in the same peer segment.
