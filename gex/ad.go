@@ -49,7 +49,6 @@ type AD[T ADType] struct {
 	ops     OP
 	flags   Flags
 	integer bool
-	size    Rank    // tm's size
 	fast    fastMap // the fast path's segment table (rma_fast_unsafe.go)
 	cdata   cdata
 	dead    bool
@@ -96,7 +95,7 @@ func ADCreate[T ADType](tm *TM, dt DT, ops OP, flags Flags) (*AD[T], error) {
 		return nil, err
 	}
 	tm.ads.Add(1)
-	ad := &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger(), size: tm.size}
+	ad := &AD[T]{c: c, tm: tm, dt: dt, ops: ops, flags: flags, integer: dt.isInteger()}
 	ad.fast.fill(c, tm.direct, tm.size)
 	return ad, nil
 }

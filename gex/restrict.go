@@ -81,7 +81,8 @@ var hslHolders gset
 
 // mayBeRestricted reports cheaply whether the caller might be in restricted
 // context (false means certainly not): five loads and one branch, the whole
-// restricted-context check of the RMA and atomic fast paths.
+// restricted-context check of the RMA fast paths and of the atomics'
+// other than integer FADD/ADD (those use restrictedA/B).
 func (c *Client) mayBeRestricted() bool {
 	return c.handlerG[0].Load()|c.handlerG[1].Load()|c.handlerG[2].Load()|
 		uintptr(uint32(c.prepareG.n.Load())|uint32(hslHolders.n.Load())) != 0 // one branch
