@@ -266,15 +266,19 @@ func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
 		t, q = held, 2
 	}
 	t.ep = ep
-	c.run(in, e, payload, t, q)
+	g := in.G
+	if g == 0 || held != nil {
+		g = gctx.ID()
+	}
+	c.run(in, e, payload, t, q, g)
 }
 
 // run runs handler e for in with token t, in handler context q (0 and 1:
-// the inbound request and reply queues; 2: AMs released from the hold).
+// the inbound request and reply queues; 2: AMs released from the hold), on
+// goroutine g (the caller: gctx.ID, or what the conduit says it is).
 // When the conduit consuming queue q already names this goroutine in
 // handlerG[q] (smp: its consumer lock is that word), nothing is stored.
-func (c *Client) run(in *conduit.Incoming, e *AMEntry, payload []byte, t *Token, q int) {
-	g := gctx.ID()
+func (c *Client) run(in *conduit.Incoming, e *AMEntry, payload []byte, t *Token, q int, g uintptr) {
 	t.src, t.srcEP, t.entry, t.dest, t.g = in.Src, in.SrcEP, e, Addr(in.Dest), g
 	t.isReq, t.isLong, t.replied, t.live = in.IsReq, in.Cat == conduit.Long, false, true
 	if c.handlerG[q].Load() == g {
@@ -444,6 +448,16 @@ func (tm *TM) sendAM(rank Rank, s *amSpec, args []AMArg) error {
 // inject validates an AM and hands it to the conduit. It does not allocate on
 // success.
 func (c *Client) inject(s *amSpec, args []AMArg) error {
+	if s.cat == conduit.Short && c.smp != nil && s.h >= AMIndexBase && len(args) <= MaxArgs && s.flags&^amInjectAllowed == 0 {
+		// A Short through the smp conduit, checked as buildHeader would
+		// (a Short has no payload, lc_opt or limit to check): its fields
+		// go straight into the ring message, with no conduit.Header.
+		var cflags conduit.SendFlags
+		if s.flags&FlagImmediate != 0 {
+			cflags = conduit.Immediate
+		}
+		return c.injected(s, c.smp.SendShort(s.dst, s.isReq, uint8(s.h), s.dstEP, s.srcEP, args, cflags))
+	}
 	var hdr conduit.Header
 	cflags, berr := c.buildHeader(s, len(args), &hdr)
 	if berr != nil {
@@ -456,6 +470,11 @@ func (c *Client) inject(s *amSpec, args []AMArg) error {
 	} else {
 		err = c.cd.Send(s.dst, hdr, s.payload, cflags)
 	}
+	return c.injected(s, err)
+}
+
+// injected finishes inject after the conduit's send returned err.
+func (c *Client) injected(s *amSpec, err error) error {
 	if err != nil {
 		if err == conduit.ErrWouldBlock {
 			return ErrNoOp
@@ -499,7 +518,11 @@ func (c *Client) buildHeader(s *amSpec, nargs int, hdr *conduit.Header) (conduit
 	n := len(s.payload)
 	var lim conduit.Limits
 	if s.cat != conduit.Short { // a Short has no payload limit to look up
-		lim = c.cd.Limits(s.dst)
+		if c.smp != nil {
+			lim = c.smp.Limits(s.dst) // a direct call
+		} else {
+			lim = c.cd.Limits(s.dst)
+		}
 		if s.dstEP != 0 {
 			lim = epLimits(lim, s.dstEP)
 		}

@@ -166,7 +166,12 @@ func (tm *TM) epOf(r Rank) uint16 {
 // checkRank validates a team rank for a communication call.
 func (tm *TM) checkRank(op string, rank Rank) error {
 	if rank >= tm.size {
-		return tm.c.report(badArg(op, "rank %d out of range: team size is %d", rank, tm.size))
+		return tm.rankErr(op, rank)
 	}
 	return nil
+}
+
+// rankErr is checkRank's error, out of line so that checkRank inlines.
+func (tm *TM) rankErr(op string, rank Rank) error {
+	return tm.c.report(badArg(op, "rank %d out of range: team size is %d", rank, tm.size))
 }

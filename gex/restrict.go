@@ -59,10 +59,11 @@ func (s *gset) remove(g uintptr) {
 	s.mu.Unlock()
 }
 
-func (s *gset) has(g uintptr) bool {
-	if s.n.Load() == 0 {
-		return false
-	}
+func (s *gset) has(g uintptr) bool { return s.n.Load() != 0 && s.hasSlow(g) }
+
+// hasSlow is has for a set that is not empty (out of line, so that the
+// common query inlines to one load).
+func (s *gset) hasSlow(g uintptr) bool {
 	for i := range s.slots {
 		if s.slots[i].Load() == g {
 			return true

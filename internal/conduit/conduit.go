@@ -66,6 +66,9 @@ type Incoming struct {
 	// Dest after validating the AM.
 	Payload []byte
 	Placed  bool
+	// G is the gctx.ID of the goroutine delivering the AM, where the
+	// conduit has it at hand (smp: its consumer lock holds it), else 0.
+	G uintptr
 }
 
 // Delivery receives AMs inside Poll. It must not retain in or in.Payload.

@@ -68,9 +68,17 @@ func (b Bell) Withdraw() {
 // the sleeper must see.
 func (b Bell) Ring() {
 	if b.sleepers.Load() != 0 {
-		b.value.Add(1)
-		FutexWake(b.value, math.MaxInt32)
+		bellWake(b.value)
 	}
+}
+
+// bellWake is Ring's path with sleepers, out of line so that Ring inlines
+// into every sender (a load and a branch).
+//
+//go:noinline
+func bellWake(value *atomic.Uint32) {
+	value.Add(1)
+	FutexWake(value, math.MaxInt32)
 }
 
 // testSkipHeavyFence removes the membarrier from Sleep (tests only: it shows

@@ -75,6 +75,8 @@ type MsgRing struct {
 	head   *atomic.Uint64
 	mask   uint64
 	nslots uint64
+	// maxData is MaxData(), computed once (Reserve checks it on every call).
+	maxData int
 
 	// relCommit: this producer's view commits with a release store
 	// (SetReleaseCommit).
@@ -181,6 +183,7 @@ func newMsgRing(b []byte, nslots uint64) *MsgRing {
 		mask:   nslots - 1,
 		nslots: nslots,
 	}
+	q.maxData = int(min(nslots/2, mrMaxMsgSlots))*MsgSlotSize - mrMsgHeader
 	h := q.head.Load()
 	q.seenHead.Store(h)
 	q.chead = h
@@ -201,12 +204,13 @@ func (q *MsgRing) Reserved() uint64 { return q.tail.Load() }
 // MaxData returns the largest data length of one message: half the ring
 // (so that a message and the pad before it always fit once the ring has
 // drained), or 65535 slots, less the message word.
-func (q *MsgRing) MaxData() int {
-	return int(min(q.nslots/2, mrMaxMsgSlots))*MsgSlotSize - mrMsgHeader
-}
+func (q *MsgRing) MaxData() int { return q.maxData }
 
 // A Ticket names a message between Reserve and Commit.
-type Ticket struct{ pos, k uint64 }
+type Ticket struct {
+	pos, k uint64
+	w      *atomic.Uint64 // the message word at pos (so that Commit inlines)
+}
 
 // commitWord is the message word of a k-slot message at pos.
 func commitWord(pos, k uint64, flags uint16) uint64 {
@@ -227,7 +231,7 @@ func MsgSlots(n int) int { return (n + mrMsgHeader + MsgSlotSize - 1) / MsgSlotS
 // Cost: a load of tail and of the cached head, and a CAS on tail; the head
 // word is read only when the cached value says the ring is full.
 func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
-	if uint(n) > uint(q.MaxData()) {
+	if uint(n) > uint(q.maxData) {
 		return nil, Ticket{}, false
 	}
 	k := uint64(MsgSlots(n))
@@ -253,7 +257,7 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 			storeRelease64(q.wordAt(pos), commitWord(pos, total-k, mrFlagPad))
 			start = pos + total - k
 		}
-		return q.data(start, k), Ticket{start, k}, true
+		return q.data(start, k), Ticket{start, k, q.wordAt(start)}, true
 	}
 }
 
@@ -269,12 +273,10 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 // with nobody to wake it (the store-load order that Bell.Sleep's argument
 // needs). After SetReleaseCommit it is a release store (a plain store on
 // amd64), and the consumer's membarrier supplies that order (Bell.Sleep).
+// Commit inlines into the sender: its one call is the store itself
+// (commitStore, which must stay a call to be a release store).
 func (q *MsgRing) Commit(t Ticket) {
-	if q.relCommit {
-		storeRelease64(q.wordAt(t.pos), commitWord(t.pos, t.k, 0))
-		return
-	}
-	q.wordAt(t.pos).Store(commitWord(t.pos, t.k, 0))
+	commitStore(t.w, uint64(uint32(t.pos)|mrTagBit)|t.k<<32, q.relCommit)
 }
 
 // SetReleaseCommit makes this view's Commit a release store. Only for a
@@ -292,9 +294,23 @@ func (q *MsgRing) ReleaseCommit() bool { return q.relCommit }
 // if there is none yet. Consumer only. The data stays valid, and stays in
 // the ring, until Release.
 func (q *MsgRing) Peek() (data []byte, ok bool) {
+	h := q.chead
+	w := q.wordAt(h).Load()
+	// The common message inline: this lap's tag, no flags, a slot count in
+	// [1, the slots left before the end of the ring]. Anything else (no
+	// message yet, a pad, a corrupt count) out of line.
+	if k := w >> 32; w&^(0xffff<<32) == uint64(uint32(h)|mrTagBit) && k-1 < q.nslots-h&q.mask {
+		q.cur = k
+		return q.data(h, k), true
+	}
+	return q.peekSlow(w)
+}
+
+// peekSlow is Peek for the message word w read at chead when it is not a
+// plain message: none yet, a pad (skipped), or a corrupt slot count.
+func (q *MsgRing) peekSlow(w uint64) (data []byte, ok bool) {
 	for {
 		h := q.chead
-		w := q.wordAt(h).Load()
 		if uint32(w) != uint32(h)|mrTagBit {
 			return nil, false
 		}
@@ -306,11 +322,11 @@ func (q *MsgRing) Peek() (data []byte, ok bool) {
 			k = 1
 		}
 		q.cur = k
-		if flags&mrFlagPad != 0 {
-			q.Release()
-			continue
+		if flags&mrFlagPad == 0 {
+			return q.data(h, k), true
 		}
-		return q.data(h, k), true
+		q.Release()
+		w = q.wordAt(q.chead).Load()
 	}
 }
 
@@ -329,6 +345,16 @@ func (q *MsgRing) Peek() (data []byte, ok bool) {
 // when the handler read the payload) rather than a store per slot, which
 // would leave the line modified here for the producer to fetch back.
 func (q *MsgRing) Release() {
+	if q.cur == 1 { // a one-slot message: nothing to look at (inlined)
+		q.chead++
+		q.cur = 0
+		return
+	}
+	q.releaseSlots()
+}
+
+// releaseSlots is Release for a message of several slots.
+func (q *MsgRing) releaseSlots() {
 	h := q.chead
 	for i := uint64(1); i < q.cur; i++ {
 		s := h + i

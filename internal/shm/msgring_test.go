@@ -274,7 +274,7 @@ func TestMsgRingCorruptCount(t *testing.T) {
 		if !ok {
 			t.Fatal("Reserve failed")
 		}
-		q.Commit(Ticket{tk.pos, uint64(k)})
+		q.Commit(Ticket{tk.pos, uint64(k), tk.w})
 		got, ok := q.Peek()
 		if !ok {
 			t.Fatalf("count %d: committed message not seen", k)

@@ -10,3 +10,5 @@ func storeRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }
 
 // StoreReleaseUintptr stores v into *w with (at least) release ordering.
 func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) { w.Store(v) }
+
+func commitStore(w *atomic.Uint64, v uint64, rel bool) { w.Store(v) }

@@ -32,3 +32,16 @@ func storeRelease64(w *atomic.Uint64, v uint64) {
 func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) {
 	*(*uintptr)(unsafe.Pointer(w)) = v
 }
+
+// commitStore stores v into *w: a release store (see storeRelease64) if
+// rel, else a sequentially consistent one (an XCHG). One call for
+// MsgRing.Commit, which then inlines into the sender.
+//
+//go:noinline
+func commitStore(w *atomic.Uint64, v uint64, rel bool) {
+	if rel {
+		*(*uint64)(unsafe.Pointer(w)) = v
+		return
+	}
+	w.Store(v)
+}

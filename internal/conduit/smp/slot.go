@@ -101,6 +101,28 @@ func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte) {
 	}
 }
 
+// encodeShort is encodeSlot for a Short from its fields: the same bytes
+// (TestEncodeShort), written as two 8-byte words, the destination word
+// and the args. len(args) <= conduit.MaxArgs and s is at least
+// argsEnd(len(args)) bytes long.
+func encodeShort(s []byte, isReq bool, handler uint8, ep, srcEP uint16, src int, args []int32) {
+	k := uint64(conduit.Short)
+	if isReq {
+		k |= kindReq
+	}
+	nargs := len(args)
+	_ = s[argsEnd(nargs)-1]
+	// kind, handler, nargs, buf (0xff: none, as Send writes it), src; then
+	// nbytes (0), ep, srcEP.
+	binary.LittleEndian.PutUint64(s[offKind:], k|uint64(handler)<<8|uint64(nargs)<<16|0xff<<24|uint64(uint32(src))<<32)
+	binary.LittleEndian.PutUint64(s[offNBytes:], uint64(ep)<<32|uint64(srcEP)<<48)
+	binary.LittleEndian.PutUint64(s[offDest:], 0)
+	a := s[offArgs : offArgs+4*nargs]
+	for i, v := range args {
+		binary.LittleEndian.PutUint32(a[4*i:], uint32(v))
+	}
+}
+
 // encodeSlotHeader is encodeSlot for a decoded header, payload included
 // (tests, fuzzing).
 func encodeSlotHeader(s []byte, h *slotHeader, payload []byte) {

@@ -576,6 +576,38 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 	}
 }
 
+// SendShort is Send for a Short AM, with the header's fields as arguments:
+// it encodes them straight into the ring message (one 64-byte slot for up
+// to 8 args) without building a conduit.Header first. len(args) <=
+// conduit.MaxArgs (the caller checked it).
+func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, flags conduit.SendFlags) error {
+	pr := &c.peers[dst]
+	if pr.remote || len(args) > conduit.MaxArgs {
+		return c.sendShortHeader(dst, isReq, handler, ep, srcEP, args, flags)
+	}
+	q := pr.ring[qidx(isReq)]
+	for w := 0; ; w++ {
+		data, ticket, ok := q.Reserve(argsEnd(len(args)))
+		if ok {
+			encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
+// sendShortHeader is SendShort through a conduit.Header (a remote peer).
+func (c *Conduit) sendShortHeader(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, flags conduit.SendFlags) error {
+	h := conduit.Header{Cat: conduit.Short, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
+	copy(h.Args[:], args)
+	return c.SendRef(dst, &h, nil, flags)
+}
+
 // backoff waits for send resources: it polls (everything for a request, only
 // replies for a reply), and yields the CPU more and more the longer it waits.
 func (c *Conduit) backoff(isReq bool, w int) {
@@ -672,7 +704,7 @@ func (c *Conduit) tryDrain(qi int, g uintptr) int {
 	if !c.own[qi].CompareAndSwap(0, g) {
 		return 0
 	}
-	n := c.drain(qi)
+	n := c.drain(qi, g)
 	shm.StoreReleaseUintptr(&c.own[qi], 0) // unlock: orders the drain's writes before the next CAS
 	return n
 }
@@ -702,10 +734,12 @@ func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 
 // drain delivers up to pollBudget AMs from inbound ring qi, each decoded
 // straight into the Incoming the handler dispatcher reads, and then makes
-// their slots free for the senders (one store). The caller owns own[qi].
-func (c *Conduit) drain(qi int) int {
+// their slots free for the senders (one store). The caller, goroutine g,
+// owns own[qi].
+func (c *Conduit) drain(qi int, g uintptr) int {
 	q := c.inbound[qi]
 	in := &c.inc[qi]
+	in.G = g
 	var m slotMeta
 	n := 0
 	for ; n < pollBudget; n++ {
@@ -753,6 +787,10 @@ func (c *Conduit) drain(qi int) int {
 			_ = pool.Free(m.Buf)
 		}
 		q.Release()
+		if q.Empty() { // inlined: the usual end of a drain costs no call
+			n++
+			break
+		}
 	}
 	q.Publish()
 	return n
