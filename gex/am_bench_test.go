@@ -63,4 +63,3 @@ func BenchmarkAMRoundTripSelf(b *testing.B) {
 		run(b, func() error { return tm.RequestLong(0, table[5].Index, src[:8], dst, gex.EventNow, 0) })
 	})
 }
-
