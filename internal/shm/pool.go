@@ -158,21 +158,35 @@ func (p *Pool) TryAlloc() (idx int, buf []byte, ok bool) {
 	if i >= n {
 		i = 0
 	}
-	for range n {
-		f := p.flagAt(i)
-		if f.Load() == poolFlagFree && f.CompareAndSwap(poolFlagFree, poolFlagBusy) {
-			next := i + 1
-			if next == n {
-				next = 0
-			}
-			p.next.Store(uint32(next))
-			return i, p.bufAt(i), true
-		}
+	// The hinted buffer is usually free (buffers are used round robin, and
+	// its consumer freed it several messages ago): CAS it at once, one
+	// coherence transaction on a line the consumer wrote last. The others
+	// are loaded first, so that a scan over busy buffers does not take
+	// their lines away from the consumers.
+	if f := p.flagAt(i); f.CompareAndSwap(poolFlagFree, poolFlagBusy) {
+		return p.took(i)
+	}
+	for range n - 1 {
 		if i++; i == n {
 			i = 0
 		}
+		f := p.flagAt(i)
+		if f.Load() == poolFlagFree && f.CompareAndSwap(poolFlagFree, poolFlagBusy) {
+			return p.took(i)
+		}
 	}
 	return -1, nil, false
+}
+
+// took records buffer i as allocated: the hint moves past it (a release
+// store, not an XCHG: it is only a hint) and TryAlloc returns it.
+func (p *Pool) took(i int) (idx int, buf []byte, ok bool) {
+	next := i + 1
+	if next == p.n {
+		next = 0
+	}
+	storeRelease32(&p.next, uint32(next))
+	return i, p.bufAt(i), true
 }
 
 // Buf returns the bytes of buffer idx, an index received from a peer:
@@ -187,6 +201,18 @@ func (p *Pool) Buf(idx int) ([]byte, error) {
 // Free marks buffer idx free again (an atomic swap to 0): every access to its
 // bytes must be done. ErrBadIndex if idx is outside [0, NumBufs()); ErrNotBusy
 // if the buffer was already free (a double free; it stays free).
+// Put frees buffer idx like Free, with a release store instead of an
+// atomic swap, and without detecting a double free: the consumer does not
+// wait for the line, which the producer last wrote, to come back (a swap
+// would, on the consumer's way back to its own sends). Every read of the
+// buffer made before Put is done before a producer that allocates it again
+// writes to it. idx out of range is ignored.
+func (p *Pool) Put(idx int) {
+	if uint(idx) < uint(p.n) {
+		storeRelease32(p.flagAt(idx), poolFlagFree)
+	}
+}
+
 func (p *Pool) Free(idx int) error {
 	if uint(idx) >= uint(p.n) {
 		return ErrBadIndex

@@ -134,3 +134,41 @@ func TestPoolValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolPut: Put frees like Free (a peer's view frees, the owner allocates
+// the same buffer again; the hinted buffer is taken at once when free, and a
+// busy one is skipped), and ignores an index out of range.
+func TestPoolPut(t *testing.T) {
+	const nbufs, bufSize = 4, 256
+	b := alignedBytes(PoolBytes(nbufs, bufSize))
+	p, err := InitPool(b, nbufs, bufSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := AttachPool(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 * nbufs {
+		idx, _, ok := p.TryAlloc()
+		if !ok || idx != round%nbufs {
+			t.Fatalf("round %d: TryAlloc = %d %v, want %d (round robin)", round, idx, ok, round%nbufs)
+		}
+		peer.Put(idx)
+	}
+	// Buffer 0 (the hint) busy: the next free one is taken.
+	if idx, _, ok := p.TryAlloc(); !ok || idx != 0 {
+		t.Fatalf("TryAlloc = %d %v, want 0", idx, ok)
+	}
+	p.next.Store(0)
+	if idx, _, ok := p.TryAlloc(); !ok || idx != 1 {
+		t.Fatalf("TryAlloc with the hint busy = %d %v, want 1", idx, ok)
+	}
+	for _, i := range []int{-1, nbufs, 1 << 40} {
+		peer.Put(i)
+	}
+	peer.Put(0)
+	if err := peer.Free(0); !errors.Is(err, ErrNotBusy) {
+		t.Fatalf("Free after Put: %v, want ErrNotBusy", err)
+	}
+}

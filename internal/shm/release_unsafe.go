@@ -45,3 +45,10 @@ func commitStore(w *atomic.Uint64, v uint64, rel bool) {
 	}
 	w.Store(v)
 }
+
+// storeRelease32 is storeRelease64 for a 32-bit word.
+//
+//go:noinline
+func storeRelease32(w *atomic.Uint32, v uint32) {
+	*(*uint32)(unsafe.Pointer(w)) = v
+}

@@ -784,7 +784,7 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 		c.deliver(in)
 		in.Payload = nil
 		if pool != nil {
-			_ = pool.Free(m.Buf)
+			pool.Put(m.Buf)
 		}
 		q.Release()
 		if q.Empty() { // inlined: the usual end of a drain costs no call
