@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gexgo/gexgo/internal/conduit/smp"
+	"github.com/gexgo/gexgo/internal/memcopy"
 	"github.com/gexgo/gexgo/internal/shm"
 )
 
@@ -796,7 +797,7 @@ func (op *collOp) ringBcast(e *collEngine, st *shmTeam, dist int, peers uint64) 
 		}
 		lo := k * ringChunk
 		hi := min(lo+ringChunk, op.nbytes)
-		copyMapped(rg.buf[i*ringChunk:i*ringChunk+hi-lo], op.src[lo:hi])
+		memcopy.Copy(rg.buf[i*ringChunk:i*ringChunk+hi-lo], op.src[lo:hi]) // the members copy it out next (internal/memcopy)
 		if op.dst != nil {
 			copyMapped(op.dst[lo:hi], op.src[lo:hi])
 		}

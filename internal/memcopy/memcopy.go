@@ -7,7 +7,7 @@
 // cache to the other's, and the next copy into the same buffer first takes
 // each line back (a read for ownership). Measured on this project's AMD Zen4
 // machine with two threads pinned to the two CPUs (BenchmarkMediumPattern,
-// BenchmarkLongPattern), writing blocks of 16 KiB and more with
+// BenchmarkLongPattern), writing blocks of 32 KiB and more with
 // non-temporal stores, which put the lines in memory without reading them
 // and leave them in no core's cache, makes such a hand-off faster; below
 // that the cached copy wins. REP MOVSB (ERMS/FSRM, glibc's memcpy for these
@@ -30,4 +30,4 @@ package memcopy
 
 // Threshold is the smallest length Copy writes with non-temporal stores;
 // shorter copies are copy.
-const Threshold = 16 << 10
+const Threshold = 32 << 10

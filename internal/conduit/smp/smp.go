@@ -63,6 +63,7 @@ import (
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/gctx"
+	"github.com/gexgo/gexgo/internal/memcopy"
 	"github.com/gexgo/gexgo/internal/shm"
 )
 
@@ -530,7 +531,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 			if local == nil || h.Dest < pr.seg.Owner || off > uint64(len(local)) || uint64(n) > uint64(len(local))-off {
 				return fmt.Errorf("smp: Long destination [%#x, +%d) is outside rank %d's segment", h.Dest, n, dst)
 			}
-			copy(local[off:], payload)
+			memcopy.Copy(local[off:], payload) // the target's handler reads it next (internal/memcopy)
 		}
 		kind = kindPlaced
 	case n <= maxInline:
@@ -544,7 +545,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 		for w := 0; ; w++ {
 			idx, b, ok := pool.TryAlloc()
 			if ok {
-				copy(b, payload)
+				memcopy.Copy(b, payload) // the receiver reads it in place (internal/memcopy)
 				buf = idx
 				break
 			}
