@@ -531,7 +531,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 			if local == nil || h.Dest < pr.seg.Owner || off > uint64(len(local)) || uint64(n) > uint64(len(local))-off {
 				return fmt.Errorf("smp: Long destination [%#x, +%d) is outside rank %d's segment", h.Dest, n, dst)
 			}
-			memcopy.Copy(local[off:], payload) // the target's handler reads it next (internal/memcopy)
+			c.copyTo(dst, local[off:], payload)
 		}
 		kind = kindPlaced
 	case n <= maxInline:
@@ -545,7 +545,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 		for w := 0; ; w++ {
 			idx, b, ok := pool.TryAlloc()
 			if ok {
-				memcopy.Copy(b, payload) // the receiver reads it in place (internal/memcopy)
+				c.copyTo(dst, b, payload)
 				buf = idx
 				break
 			}
@@ -575,6 +575,19 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 		}
 		c.backoff(h.IsReq, w)
 	}
+}
+
+// copyTo copies a Medium or Long payload that rank dst's handler reads
+// next: toward another process with memcopy.Copy (from 32 KiB the lines go
+// to memory, not through this core's cache, which the other core's reads
+// then fetch faster: docs/am.md, "Bulk payload copies"), to this rank
+// itself with copy (its own handler reads them from this cache).
+func (c *Conduit) copyTo(dst int, to, from []byte) {
+	if dst == c.rank {
+		copy(to, from)
+		return
+	}
+	memcopy.Copy(to, from)
 }
 
 // backoff waits for send resources: it polls (everything for a request, only
