@@ -359,6 +359,41 @@ func (e *collEngine) launchShm(op *collOp) Event {
 	return h
 }
 
+// barrierNow completes an anonymous barrier of a flat team at initiation
+// (mu held; released here if it did): with nothing else of the team in
+// flight, it publishes the arrive word and reads the peers'; if every
+// member has arrived at this barrier with no named-barrier record, the
+// barrier is complete (GASNet-EX "Collectives": an NB call may complete
+// synchronously and return GEX_EVENT_INVALID) and no event, list entry or
+// wake-up of this rank's engine is needed. Otherwise the operation goes on
+// through launchShm (which publishes the same word again).
+func (e *collEngine) barrierNow(op *collOp) bool {
+	st := op.ts.shm
+	if st.hier || op.ts.active != 1 || op.bflags != barrierAnonymous {
+		return false
+	}
+	op.publish(st)
+	p := op.seq & 1
+	for _, r := range st.local {
+		if r == op.me {
+			continue
+		}
+		ok, k := st.arrived(r, op.seq)
+		if !ok || (k != 0 && k != op.kind) {
+			return false
+		}
+		if uint32(st.lines[r].idf[p][0].Load()>>32) == op.seq+1 {
+			return false // a named record: the engine merges it
+		}
+	}
+	me := op.me
+	op.ts.active--
+	e.releaseShm(op)
+	e.mu.Unlock()
+	st.wakeGroup(e, me)
+	return true
+}
+
 // advanceShm runs the pending shared-memory operations as far as their
 // peers allow and completes those that are done. One goroutine at a time;
 // others return at once. Not in handler context (a hierarchical leader
