@@ -363,9 +363,9 @@ func (e *collEngine) launchShm(op *collOp) Event {
 // (mu held; released here if it did): with nothing else of the team in
 // flight, it publishes the arrive word and reads the peers'; if every
 // member has arrived at this barrier with no named-barrier record, the
-// barrier is complete (GASNet-EX "Collectives": an NB call may complete
-// synchronously and return GEX_EVENT_INVALID) and no event, list entry or
-// wake-up of this rank's engine is needed. Otherwise the operation goes on
+// barrier is complete and BarrierNB returns EventInvalid (GASNet-EX
+// "Events": GEX_EVENT_INVALID is the "result for already-completed
+// operation"); no event, list entry or pass of this rank's engine is needed. Otherwise the operation goes on
 // through launchShm (which publishes the same word again).
 func (e *collEngine) barrierNow(op *collOp) bool {
 	st := op.ts.shm
