@@ -11,7 +11,8 @@ import (
 // Medium payloads at every size where the smp conduit changes how it carries
 // them: the slot boundaries of an inline payload (a message is 64-byte slots,
 // the first holding the ring word, header and args), the end of inline
-// payloads (128 bytes) and the largest Medium (64 KiB, a pool buffer). Each is
+// payloads (128 bytes), the pool copy's switch to non-temporal stores (32 KiB,
+// internal/memcopy) and the largest Medium (64 KiB, a pool buffer). Each is
 // sent with 1 and with 16 args, checked byte for byte by the handler (which
 // must also find it 16-byte aligned: "suitably aligned to hold any
 // datatype", GASNet-1 "Active Message Request"), and echoed back by a Reply
@@ -29,7 +30,7 @@ func mediumSizes(max int) []int {
 			sizes = append(sizes, b-1, b, b+1)
 		}
 	}
-	sizes = append(sizes, 127, 128, 129, 255, 256, 4096, 8192, 16384, 65535, 65536)
+	sizes = append(sizes, 127, 128, 129, 255, 256, 4096, 8192, 16384, 32767, 32768, 32769, 65535, 65536) // 32 KiB: where memcopy.Copy switches to non-temporal stores
 	out := sizes[:0]
 	for _, n := range sizes {
 		if n >= 0 && n <= max {

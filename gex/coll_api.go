@@ -62,6 +62,9 @@ func (e *collEngine) barrierLocked(tm *TM, id int32, bflags uint32) Event {
 		op := e.startShm(tm, kindBarrier)
 		op.id, op.bflags = id, bflags
 		op.hnet = tm.ts.shm.hier && op.me == tm.ts.shm.leader
+		if e.barrierNow(op) {
+			return EventInvalid
+		}
 		return e.launchShm(op)
 	}
 	op, _ := e.start(tm, kindBarrier)

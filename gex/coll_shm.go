@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gexgo/gexgo/internal/conduit/smp"
+	"github.com/gexgo/gexgo/internal/memcopy"
 	"github.com/gexgo/gexgo/internal/shm"
 )
 
@@ -356,6 +357,41 @@ func (e *collEngine) launchShm(op *collOp) Event {
 	s.q = append(s.q, op)
 	e.advanceLocked()
 	return h
+}
+
+// barrierNow completes an anonymous barrier of a flat team at initiation
+// (mu held; released here if it did): with nothing else of the team in
+// flight, it publishes the arrive word and reads the peers'; if every
+// member has arrived at this barrier with no named-barrier record, the
+// barrier is complete and BarrierNB returns EventInvalid (GASNet-EX
+// "Events": GEX_EVENT_INVALID is the "result for already-completed
+// operation"); no event, list entry or pass of this rank's engine is needed. Otherwise the operation goes on
+// through launchShm (which publishes the same word again).
+func (e *collEngine) barrierNow(op *collOp) bool {
+	st := op.ts.shm
+	if st.hier || op.ts.active != 1 || op.bflags != barrierAnonymous {
+		return false
+	}
+	op.publish(st)
+	p := op.seq & 1
+	for _, r := range st.local {
+		if r == op.me {
+			continue
+		}
+		ok, k := st.arrived(r, op.seq)
+		if !ok || (k != 0 && k != op.kind) {
+			return false
+		}
+		if uint32(st.lines[r].idf[p][0].Load()>>32) == op.seq+1 {
+			return false // a named record: the engine merges it
+		}
+	}
+	me := op.me
+	op.ts.active--
+	e.releaseShm(op)
+	e.mu.Unlock()
+	st.wakeGroup(e, me)
+	return true
 }
 
 // advanceShm runs the pending shared-memory operations as far as their
@@ -796,7 +832,7 @@ func (op *collOp) ringBcast(e *collEngine, st *shmTeam, dist int, peers uint64) 
 		}
 		lo := k * ringChunk
 		hi := min(lo+ringChunk, op.nbytes)
-		copyMapped(rg.buf[i*ringChunk:i*ringChunk+hi-lo], op.src[lo:hi])
+		memcopy.Copy(rg.buf[i*ringChunk:i*ringChunk+hi-lo], op.src[lo:hi]) // the members copy it out next (internal/memcopy)
 		if op.dst != nil {
 			copyMapped(op.dst[lo:hi], op.src[lo:hi])
 		}

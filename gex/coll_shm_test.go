@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -557,5 +559,48 @@ func TestShmNoAllocs(t *testing.T) {
 				}
 			})
 		})
+	})
+}
+
+// TestShmBarrierCompletesAtInitiation: on the shared-memory path, an
+// anonymous barrier whose peers have all arrived, with nothing else of the
+// team in flight, completes inside BarrierNB (EventInvalid: no event, no
+// pending entry); one that finds a peer's named-barrier record does not
+// (the engine merges the record) and still matches it. Rank 1 calls its
+// barrier only after rank 0 has initiated its own and said so through a
+// flag in rank 1's segment.
+func TestShmBarrierCompletesAtInitiation(t *testing.T) {
+	conformance(t, 2, jobOpts{segSize: 1 << 16}, func(e *rankEnv) {
+		pv, err := gex.PeerView[int64](e.tm, 1-e.rank)
+		e.Check(err, "PeerView")
+		own := gex.View[int64](e.seg)
+		shm := gex.CollPath(e.tm) == "shm"
+		for round, named := range []bool{false, true, false} {
+			flag := int64(round + 1)
+			if e.rank == 0 {
+				var ev gex.Event
+				if named {
+					ev, err = e.tm.BarrierNamedNB(7, 0)
+				} else {
+					ev, err = e.tm.BarrierNB(0)
+				}
+				e.Check(err, "rank 0's barrier")
+				atomic.StoreInt64(&pv[8], flag) // rank 0 has arrived
+				e.Check(ev.Wait(), "rank 0's barrier: Wait")
+				if named {
+					e.tm.BarrierNamedEnd()
+				}
+				continue
+			}
+			for atomic.LoadInt64(&own[8]) != flag {
+				runtime.Gosched()
+			}
+			ev, err := e.tm.BarrierNB(0)
+			e.Check(err, "BarrierNB")
+			if now := ev == gex.EventInvalid; shm && now == named {
+				e.Fatalf("round %d (rank 0 named: %v): BarrierNB complete at initiation %v, want %v", round, named, now, !named)
+			}
+			e.Check(ev.Wait(), "BarrierNB: Wait")
+		}
 	})
 }

@@ -63,6 +63,7 @@ import (
 	"github.com/gexgo/gexgo/internal/boot"
 	"github.com/gexgo/gexgo/internal/conduit"
 	"github.com/gexgo/gexgo/internal/gctx"
+	"github.com/gexgo/gexgo/internal/memcopy"
 	"github.com/gexgo/gexgo/internal/shm"
 )
 
@@ -530,7 +531,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 			if local == nil || h.Dest < pr.seg.Owner || off > uint64(len(local)) || uint64(n) > uint64(len(local))-off {
 				return fmt.Errorf("smp: Long destination [%#x, +%d) is outside rank %d's segment", h.Dest, n, dst)
 			}
-			copy(local[off:], payload)
+			c.copyTo(dst, local[off:], payload)
 		}
 		kind = kindPlaced
 	case n <= maxInline:
@@ -544,7 +545,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 		for w := 0; ; w++ {
 			idx, b, ok := pool.TryAlloc()
 			if ok {
-				copy(b, payload)
+				c.copyTo(dst, b, payload)
 				buf = idx
 				break
 			}
@@ -606,6 +607,19 @@ func (c *Conduit) sendShortHeader(dst int, isReq bool, handler uint8, ep, srcEP 
 	h := conduit.Header{Cat: conduit.Short, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
 	copy(h.Args[:], args)
 	return c.SendRef(dst, &h, nil, flags)
+}
+
+// copyTo copies a Medium or Long payload that rank dst's handler reads
+// next: toward another process with memcopy.Copy (from 32 KiB the lines go
+// to memory, not through this core's cache, which the other core's reads
+// then fetch faster: docs/am.md, "Bulk payload copies"), to this rank
+// itself with copy (its own handler reads them from this cache).
+func (c *Conduit) copyTo(dst int, to, from []byte) {
+	if dst == c.rank {
+		copy(to, from)
+		return
+	}
+	memcopy.Copy(to, from)
 }
 
 // backoff waits for send resources: it polls (everything for a request, only

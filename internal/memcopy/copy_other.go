@@ -1,0 +1,7 @@
+//go:build !amd64 || race
+
+package memcopy
+
+// Copy copies min(len(dst), len(src)) bytes from src to dst and returns
+// that count: here it is copy, so the race detector sees the accesses.
+func Copy(dst, src []byte) int { return copy(dst, src) }

@@ -1,0 +1,33 @@
+// Package memcopy copies bulk payloads that another core reads next: a
+// shared-memory pool buffer or broadcast ring that a peer process copies out
+// of, a peer's segment that a Long or a put fills for its owner.
+//
+// copy (runtime.memmove) moves a block with cached AVX stores. When the
+// other core reads the block next, every line then travels from this core's
+// cache to the other's, and the next copy into the same buffer first takes
+// each line back (a read for ownership). Measured on this project's AMD Zen4
+// machine with two threads pinned to the two CPUs (BenchmarkMediumPattern,
+// BenchmarkLongPattern), writing blocks of 32 KiB and more with
+// non-temporal stores, which put the lines in memory without reading them
+// and leave them in no core's cache, makes such a hand-off faster; below
+// that the cached copy wins. REP MOVSB (ERMS/FSRM, glibc's memcpy for these
+// sizes) measured no better than copy at 64 KiB and slower at 1 MiB, and
+// is not used.
+//
+// Non-temporal stores are the wrong choice for a buffer this core itself
+// reads next, or rewrites over and over with nobody reading it: then the
+// cached copy keeps it in this core's cache, where Copy sends it to memory.
+// Callers use Copy only where the other side consumes the bytes.
+//
+// Copy has copy's semantics: it copies min(len(dst), len(src)) bytes and
+// returns that count; overlapping slices are handed to copy. Its stores are
+// visible to other cores before any store the caller makes after it (an
+// SFENCE ends the non-temporal part), so a payload followed by a release
+// store of a commit word is published as with copy. Under the race detector,
+// and on other architectures, Copy is copy, so the race detector sees every
+// access.
+package memcopy
+
+// Threshold is the smallest length Copy writes with non-temporal stores;
+// shorter copies are copy.
+const Threshold = 32 << 10

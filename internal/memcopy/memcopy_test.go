@@ -1,0 +1,80 @@
+package memcopy
+
+import (
+	"bytes"
+	"testing"
+)
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) ^ seed
+	}
+	return b
+}
+
+// check copies src[so:so+n] to dst[do:do+n] with Copy and compares the result
+// with what copy makes of the same buffers: the bytes outside the range too.
+func check(t *testing.T, n, so, do int) {
+	t.Helper()
+	src := pattern(so+n+64, 0x5a)
+	got := pattern(do+n+64, 0xa5)
+	want := bytes.Clone(got)
+	if c := Copy(got[do:do+n], src[so:so+n]); c != n {
+		t.Fatalf("n=%d so=%d do=%d: Copy returned %d", n, so, do, c)
+	}
+	copy(want[do:do+n], src[so:so+n])
+	if !bytes.Equal(got, want) {
+		t.Fatalf("n=%d so=%d do=%d: Copy wrote other bytes than copy", n, so, do)
+	}
+}
+
+func TestCopyLengths(t *testing.T) {
+	for n := 0; n <= 300; n++ {
+		check(t, n, 0, 0)
+		check(t, n, 3, 5)
+	}
+	for _, n := range []int{Threshold - 1, Threshold, Threshold + 1, 4095, 4096, 4097, 65535, 65536 + 33, 1<<20 + 7, 3<<20 - 1} {
+		for _, a := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {7, 13}, {63, 1}, {32, 32}} {
+			check(t, n, a[0], a[1])
+		}
+	}
+}
+
+// TestCopyCount: Copy copies min(len(dst), len(src)) bytes, as copy does.
+func TestCopyCount(t *testing.T) {
+	for _, c := range [][2]int{{0, 5000}, {5000, 0}, {Threshold + 10, 100000}, {100000, Threshold + 10}, {10, 20}} {
+		src := pattern(c[1], 1)
+		dst := make([]byte, c[0])
+		want := min(c[0], c[1])
+		if n := Copy(dst, src); n != want || !bytes.Equal(dst[:n], src[:n]) {
+			t.Fatalf("len(dst)=%d len(src)=%d: Copy returned %d, want %d (or the bytes differ)", c[0], c[1], n, want)
+		}
+	}
+}
+
+// TestCopyOverlap: overlapping slices copy as with copy (memmove semantics),
+// in both directions and at the same address.
+func TestCopyOverlap(t *testing.T) {
+	for _, n := range []int{100, Threshold, 10000, 70000} {
+		for _, shift := range []int{-n / 2, -1, 0, 1, 63, n / 2, n - 1} {
+			got := pattern(3*n+2, 9)
+			want := bytes.Clone(got)
+			so, do := n+1, n+1+shift
+			if Copy(got[do:do+n], got[so:so+n]) != n {
+				t.Fatal("short count")
+			}
+			copy(want[do:do+n], want[so:so+n])
+			if !bytes.Equal(got, want) {
+				t.Fatalf("n=%d shift=%d: overlapping Copy differs from copy", n, shift)
+			}
+		}
+	}
+}
+
+func TestCopyAllocs(t *testing.T) {
+	src, dst := pattern(1<<16, 1), make([]byte, 1<<16)
+	if a := testing.AllocsPerRun(100, func() { Copy(dst, src); Copy(dst[:100], src) }); a != 0 {
+		t.Fatalf("Copy allocates %v times per call", a)
+	}
+}
