@@ -206,13 +206,26 @@ func tcpLat(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *domai
 	var phases int64 // rank 1: phase AMs expected so far
 	// step runs n operations of row r on this rank and returns rank 0's
 	// time for them.
+	//
+	// After a row of the library both ranks poll once more: a frame sent
+	// soon after another may wait in the conduit's batch until the next
+	// poll (docs/tcp.md, Sending), and a barrier that found the peer's
+	// arrival already there returns without polling; the raw row that
+	// follows does not poll, so an unflushed arrival would never leave.
 	step := func(r tlRow, n int) (time.Duration, error) {
+		gexRow := r.tag != "raw-rtt"
 		if me == 1 {
+			var err error
 			if r.f1 != nil {
-				return 0, r.f1(n)
+				err = r.f1(n)
+			} else {
+				phases++
+				err = c.BlockUntil(func() bool { return tl.phase.Load() >= phases })
 			}
-			phases++
-			return 0, c.BlockUntil(func() bool { return tl.phase.Load() >= phases })
+			if err == nil && gexRow {
+				err = c.Poll()
+			}
+			return 0, err
 		}
 		t0 := time.Now()
 		err := r.f0(n)
@@ -220,18 +233,28 @@ func tcpLat(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *domai
 		if err == nil && r.f1 == nil {
 			err = tm.RequestShort(peer, hTLPhase, 0)
 		}
+		if err == nil && gexRow {
+			err = c.Poll()
+		}
 		return d, err
 	}
 	// rank0Only runs f on rank 0, then releases rank 1 (polling meanwhile).
+	// Then both poll once more (see step).
 	rank0Only := func(f func() error) error {
 		if me == 1 {
 			phases++
-			return c.BlockUntil(func() bool { return tl.phase.Load() >= phases })
+			if err := c.BlockUntil(func() bool { return tl.phase.Load() >= phases }); err != nil {
+				return err
+			}
+			return c.Poll()
 		}
 		if err := f(); err != nil {
 			return err
 		}
-		return tm.RequestShort(peer, hTLPhase, 0)
+		if err := tm.RequestShort(peer, hTLPhase, 0); err != nil {
+			return err
+		}
+		return c.Poll()
 	}
 
 	type variant struct {
