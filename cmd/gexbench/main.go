@@ -18,6 +18,7 @@
 //	gexbench -compare a.csv,b.csv -plot ab.svg   # earlier -csv runs in one plot
 //	gexrun -n 2 ./cmd/gexbench put -api gasnet1  # GASNet-1 layer beside EX (put, get, am, barrier)
 //	gexrun -n 2 --netns 2 ./cmd/gexbench rawtcp  # the raw TCP floor: busy-polled 8 B ping-pong, stream
+//	gexrun -n 2 --pretend-hosts 2 ./cmd/gexbench tcplat  # tcp rows and the raw floor interleaved in one job
 //
 // Rank 0 measures and prints; rank 1 polls (so that the AM path makes
 // progress) and prints nothing; further ranks only take part in the barriers.
@@ -45,7 +46,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce|rawtcp|floor [flags]"
+const synopsis = "usage: gexrun -n 2 gexbench put|get|flood|atomic|am|vis|barrier|bcast|reduce|rawtcp|tcplat|floor [flags]"
 
 const usageHead = synopsis + `
        gexbench -compare A.csv[,B.csv...] -plot FILE.svg [-title T]   (no job: plot earlier runs)
@@ -91,6 +92,15 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
   rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
           a one-way stream (writes of 64 KiB and 1 MiB) on plain non-blocking
           sockets between ranks 0 and 1, busy-polled, no gexgo in the path
+  tcplat  the tcp conduit's rows beside rawtcp's floor in ONE job (exactly 2 ranks on
+          2 hosts), interleaved: -rounds rounds, each -batches batches in which the raw
+          8 B ping-pong, AM Short and Medium 8 B round trips, 8 B PutBlocking and
+          GetBlocking, U64 FADD and BarrierNB+Wait run -iters/-batches operations in
+          turn (-iters default 20000); then -samples times the raw streams (64 KiB and
+          1 MiB writes, busy and poll(2), CUBIC) and a PutNBI and a GetNBI flood of
+          -max bytes. Prints each round's ratios to its own raw floor (latency: the
+          median over batches of row / the raw batch before it; floods: median sample
+          / the best raw stream) and which rounds meet issue 13's targets
   bcast   BroadcastNB + Wait over all ranks, the root rotating, sizes up to 4 MiB;
           from 64 KiB also with the source in the root's segment
   reduce  ReduceToAllNB + Wait and ReduceToOneNB + Wait (root rotating), U64
@@ -150,6 +160,7 @@ type config struct {
 	plot       string      // -plot FILE.svg (plot.go)
 	compare    string      // -compare A.csv,B.csv
 	api        string      // "ex" or "gasnet1" (gasnet1.go)
+	rounds     int         // tcplat: rounds (tcplat.go)
 	floor      *floorStats // the floors measured in this run (floor.go)
 }
 
@@ -183,6 +194,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.reuse, "reuse", false, "flood: every operation of a window uses the same local and remote bytes (as testlarge does; cache-resident)")
 	fs.BoolVar(&cfg.csv, "csv", false, "print CSV rows bench,path,size,metric,value,unit instead of the table")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile of the measurements to this file (a name with %r: every rank's, %r replaced by the rank)")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "tcplat: rounds, each with its own raw floor")
 	addPlotFlags(fs, &cfg)
 	fs.StringVar(&cfg.api, "api", "ex", "ex, or gasnet1: put, get, am and barrier through the GASNet-1 layer beside the EX call it wraps (overhead column)")
 	fs.Usage = func() {
@@ -225,6 +237,8 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		return bad("-window %d must be at least 1", cfg.window)
 	case cfg.reps < 0:
 		return bad("-reps %d is negative", cfg.reps)
+	case cfg.rounds < 1:
+		return bad("-rounds %d must be at least 1", cfg.rounds)
 	case cfg.samples < 1:
 		return bad("-samples %d must be at least 1", cfg.samples)
 	case cfg.minSize < 1 || cfg.maxSize < cfg.minSize:
@@ -265,7 +279,7 @@ func (cfg *config) startRankProfile(me gex.Rank) (stop func(), err error) {
 }
 
 // benches are the benchmark names.
-var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce", "rawtcp", "floor"}
+var benches = []string{"put", "get", "flood", "atomic", "am", "vis", "barrier", "bcast", "reduce", "rawtcp", "tcplat", "floor"}
 
 // collective reports whether the benchmark runs on every rank.
 func (cfg *config) collective() bool {
@@ -307,9 +321,13 @@ func (cfg *config) segmentSize() uint64 {
 	if cfg.bench == "am" {
 		n = max(n, min(cfg.maxSize, 4<<20)) // the largest Long payloads
 	}
-	if cfg.bench == "flood" {
-		for _, s := range cfg.floodSizes() {
-			n = max(n, span(s, cfg.window))
+	if cfg.bench == "flood" || cfg.bench == "tcplat" {
+		if cfg.bench == "tcplat" { // the floods of -max bytes, after the latency rows' bytes
+			n = max(n, tlFloodOffset+span(cfg.maxSize, cfg.window))
+		} else {
+			for _, s := range cfg.floodSizes() {
+				n = max(n, span(s, cfg.window))
+			}
 		}
 	}
 	return (uint64(n) + gex.PageSize - 1) / gex.PageSize * gex.PageSize
@@ -370,8 +388,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := ep.RegisterHandlers(rawHandlers(&rawAddr)); err != nil {
 		return fail(err)
 	}
+	var tl tlState
+	if err := ep.RegisterHandlers(tlHandlers(&tl)); err != nil {
+		return fail(err)
+	}
 	var am *amState
-	if cfg.bench == "am" {
+	if cfg.bench == "am" || cfg.bench == "tcplat" {
 		am = &amState{}
 		if err := ep.RegisterHandlers(amHandlers(am)); err != nil {
 			return fail(err)
@@ -423,7 +445,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var ads *domains
-	if cfg.bench == "atomic" {
+	if cfg.bench == "atomic" || cfg.bench == "tcplat" {
 		// Collective: every rank creates the domains.
 		if ads, err = newDomains(tm); err != nil {
 			return fail(err)
@@ -450,6 +472,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		benchErr = measureColl(&cfg, c, tm, seg, stdout)
 	case cfg.bench == "rawtcp":
 		benchErr = rawTCP(&cfg, c, tm, &rawAddr, stdout)
+	case cfg.bench == "tcplat":
+		benchErr = tcpLat(&cfg, c, tm, seg, ads, am, &tl, &rawAddr, stdout)
+		if benchErr != nil {
+			// The other rank may wait in the schedule forever: say why now.
+			fmt.Fprintf(stderr, "gexbench: rank %d: %v\n", me, benchErr)
+		}
 	case cfg.bench == "floor":
 		benchErr = floorOnly(&cfg, c, tm, cfg.floor, stdout)
 	case me == 0:

@@ -36,6 +36,12 @@ var paths = []struct {
 // printed nothing.
 func runJob(t *testing.T, env []string, args ...string) string {
 	t.Helper()
+	return runJobWith(t, []spmdtest.Option{spmdtest.Env(env...)}, args...)
+}
+
+// runJobWith is runJob with spmdtest options (pretend hosts, environment).
+func runJobWith(t *testing.T, opts []spmdtest.Option, args ...string) string {
+	t.Helper()
 	var out string
 	spmdtest.Run(t, 2, func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
@@ -53,7 +59,7 @@ func runJob(t *testing.T, env []string, args ...string) string {
 		// Between markers: the test framework's own lines (=== RUN, PASS)
 		// share the rank's output.
 		os.Stdout.WriteString(outBegin + "\n" + stdout.String() + outEnd + "\n")
-	}, spmdtest.Env(env...), spmdtest.Output(&out), spmdtest.Timeout(60*time.Second))
+	}, append(opts, spmdtest.Output(&out), spmdtest.Timeout(60*time.Second))...)
 	var rank0 strings.Builder
 	in := false
 	for _, line := range strings.Split(out, "\n") {
@@ -332,5 +338,50 @@ func TestRankProfiles(t *testing.T) {
 	}
 	if _, err := os.Stat(name); err == nil {
 		t.Errorf("a file named %q was written: %%r was not replaced", name)
+	}
+}
+
+// TestTCPLat runs tcplat between two pretend hosts: every round has every
+// row (its median, min, paired ratio), the raw stream and both floods, and
+// the raw row's ratio to itself is 1.
+func TestTCPLat(t *testing.T) {
+	out := runJobWith(t, []spmdtest.Option{spmdtest.PretendHosts(2), spmdtest.Env("GEX_CONDUIT=tcp")},
+		"tcplat", "-rounds", "2", "-iters", "200", "-batches", "5", "-samples", "1", "-max", "65536", "-csv")
+	if spmdtest.InRank() {
+		return
+	}
+	rows := map[string]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Split(l, ",")
+		if len(f) != 6 || strings.HasPrefix(l, "# ") || l == csvHeader {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[4], 64)
+		if err != nil {
+			t.Fatalf("row %q: %v", l, err)
+		}
+		rows[strings.Join(f[:4], ",")] = v
+	}
+	for r := 1; r <= 2; r++ {
+		pre := "tcplat-r" + strconv.Itoa(r) + "-"
+		for _, row := range []struct {
+			tag  string
+			size int
+		}{{"raw-rtt", 8}, {"am-Short", 0}, {"am-Medium8", 8}, {"put8", 8}, {"get8", 8}, {"fadd-u64", 8}, {"barrier", 0}} {
+			for _, m := range []string{"avg", "median", "min", "ratio", "ratio-min"} {
+				key := pre + row.tag + ",tcp," + strconv.Itoa(row.size) + "," + m
+				if v, ok := rows[key]; !ok || !(v > 0) {
+					t.Errorf("row %s = %v (present %v), want > 0", key, v, ok)
+				}
+			}
+		}
+		if v := rows[pre+"raw-rtt,tcp,8,ratio"]; v != 1 {
+			t.Errorf("raw row's ratio to itself = %v, want 1", v)
+		}
+		for _, key := range []string{pre + "raw-stream,raw,1048576,median", pre + "flood-put,tcp,65536,median", pre + "flood-get,tcp,65536,ratio"} {
+			if v, ok := rows[key]; !ok || !(v > 0) {
+				t.Errorf("row %s = %v (present %v), want > 0", key, v, ok)
+			}
+		}
 	}
 }
