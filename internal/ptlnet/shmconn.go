@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,7 +31,7 @@ type shmConn struct {
 	peerBell                  shm.Bell
 	txBlocked, rxBlocked      *atomic.Uint32 // the blocked word of our region, of the peer's
 
-	txMu    sync.Mutex
+	txMu    spinLock
 	dead    bool // under txMu: the regions are unmapped, Send fails
 	pend    []pendItem
 	pendH   int
