@@ -62,6 +62,9 @@ func FuzzWire(f *testing.F) {
 	for _, s := range wireSeeds() {
 		f.Add(s[0], s[1])
 	}
+	sp := make(wireHdr, shortPutLen)
+	sp.shortPut(0, 3, 0x55, 4, 10)
+	f.Add([]byte(sp), make([]byte, 8))
 	f.Fuzz(func(t *testing.T, hdr, payload []byte) {
 		ok(t, Init())
 		defer Fini()
