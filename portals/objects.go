@@ -493,14 +493,11 @@ func (c *ctObj) add(s, f uint64) {
 	if c == nil || c.freed.Load() {
 		return
 	}
-	// Every write is under p.mu, so a load and a release store (no locked
-	// instruction) suffice; readers without the lock (CTGet, a spinning CTWait)
-	// load atomically and see the delivery's writes before the new count.
 	if s != 0 {
-		shm.StoreRelease64(&c.succ, c.succ.Load()+s)
+		c.succ.Add(s)
 	}
 	if f != 0 {
-		shm.StoreRelease64(&c.fail, c.fail.Load()+f)
+		c.fail.Add(f)
 	}
 	c.ni.p.posted = true
 }
