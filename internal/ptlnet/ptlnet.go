@@ -187,7 +187,7 @@ type Net struct {
 	_      [56]byte
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
-	rxMu    spinLock
+	rxMu    sync.Mutex
 	stopped bool // under rxMu: no more Handler calls
 	// inHandler is set while a Handler may be running: a Send then queues
 	// rather than waits (it may be the Handler's own).

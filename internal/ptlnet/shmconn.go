@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,7 +32,7 @@ type shmConn struct {
 	peerBell                  shm.Bell
 	txBlocked, rxBlocked      *atomic.Uint32 // the blocked word of our region, of the peer's
 
-	txMu    spinLock
+	txMu    sync.Mutex
 	dead    bool // under txMu: the regions are unmapped, Send fails
 	pend    []pendItem
 	pendH   int

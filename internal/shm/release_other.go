@@ -10,6 +10,3 @@ func storeRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }
 
 // StoreReleaseUintptr stores v into *w with (at least) release ordering.
 func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) { w.Store(v) }
-
-// StoreRelease64 stores v into *w with (at least) release ordering.
-func StoreRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }

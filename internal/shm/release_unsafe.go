@@ -32,12 +32,3 @@ func storeRelease64(w *atomic.Uint64, v uint64) {
 func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) {
 	*(*uintptr)(unsafe.Pointer(w)) = v
 }
-
-// StoreRelease64 stores v into *w with release ordering only (see
-// storeRelease64): for a word written by one writer at a time (under the
-// writer's lock) and read with atomic loads, such as a counter.
-//
-//go:noinline
-func StoreRelease64(w *atomic.Uint64, v uint64) {
-	*(*uint64)(unsafe.Pointer(w)) = v
-}
