@@ -427,8 +427,8 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 	if err != nil {
 		return ev, -1, err
 	}
-	for i, h := range eqs {
-		hh := Handle(h)
+	for i := 1; i < len(eqs); i++ { // lockEQ checked eqs[0]
+		hh := Handle(eqs[i])
 		if hh.kind() != kindEQ || hh.iface() != p.iface || p.nis[hh.niIndex()] == nil ||
 			p.nis[hh.niIndex()].eqs.get(hh.slot(), hh.gen()) == nil {
 			p.mu.Unlock()
@@ -450,6 +450,21 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 	which := -1
 	var derr error
 	err = p.waitFor(timeout, nil, ready, func() (bool, error) {
+		if len(eqs) == 1 {
+			// q0 is the EQ's object: freed is set under the lock when the EQ
+			// or its NI goes (PtlEQFree, PtlNIFini), before its slot is reused.
+			if p.nis[Handle(eqs[0]).niIndex()] == nil {
+				return true, errf(ErrArgInvalid, fn, "an EQ's NI was finalized")
+			}
+			if q0.freed {
+				return true, errf(ErrArgInvalid, fn, "an EQ was freed")
+			}
+			var ok bool
+			if ok, derr = q0.take(&ev); ok {
+				which = 0
+			}
+			return ok, nil
+		}
 		for i, h := range eqs {
 			hh := Handle(h)
 			ni := p.nis[hh.niIndex()]

@@ -171,3 +171,50 @@ func TestShortPutMalformed(t *testing.T) {
 		t.Error("a shorter header expanded")
 	}
 }
+
+// BenchmarkPingPongCostEQ is BenchmarkPingPongCost for cmd/ptlbench's ME+EQ ping-pong: each
+// side's matching NI has an ME (match bits 42) on a PT with an EQ, and waits for the
+// PTL_EVENT_PUT with EQWait.
+func BenchmarkPingPongCostEQ(b *testing.B) {
+	if err := Init(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(Fini)
+	var ids [2]ProcessID
+	var eqs [2]EQHandle
+	var mds [2]MDHandle
+	var pts [2]PTIndex
+	for i := range 2 {
+		h, _, err := NIInit(Interface(i), NIMatching|NIPhysical, PIDAny, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { h.Fini() })
+		ids[i], _ = h.PhysID()
+		eqs[i], _ = h.EQAlloc(1024)
+		pts[i], _ = h.PTAlloc(0, eqs[i], PTAny)
+		if _, err := h.MEAppend(pts[i], &ME{Buf: make([]byte, 8), UID: UIDAny, MatchBits: 42,
+			MatchID: ProcessID{NID: NIDAny, PID: PIDAny}, Options: OpPut | EventLinkDisable}, PriorityList, 0); err != nil {
+			b.Fatal(err)
+		}
+		mds[i], _ = h.MDBind(MD{Buf: make([]byte, 8)})
+	}
+	round := func() {
+		for i := range 2 {
+			if err := Put(mds[i], 0, 8, NoAckReq, ids[1-i], pts[1-i], 42, 0, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+			if ev, err := eqs[1-i].Wait(); err != nil || ev.Type != EventPut {
+				b.Fatal(err, ev.Type)
+			}
+		}
+	}
+	for range 1000 {
+		round()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		round()
+	}
+}
