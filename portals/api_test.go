@@ -358,3 +358,45 @@ func TestListTooLong(t *testing.T) {
 	wantCode(t, err, ErrArgInvalid)
 	must(e.ni[0].LEAppend(pt2, &LE{UID: UIDAny, Options: UseOnce}, PriorityList, 0))
 }
+
+// TestEQWaitOne: PtlEQWait on one EQ (Portals 4.3 §3.13.8) takes an event already there at
+// its first look under the lock, PTL_EQ_DROPPED after an overflow included (§3.13.7), and
+// one posted from another goroutine while it spins on the EQ's count without the lock.
+func TestEQWaitOne(t *testing.T) {
+	e := newEnv(t, niKinds[1], 1, nil)
+	ni := e.ni[0]
+	q := must(ni.EQAlloc(2))
+	pt := must(ni.PTAlloc(0, q, PTAny))
+	for i := 1; i <= 3; i++ {
+		e.appendEntry(0, pt, anyME(nil, 0), PriorityList, uint64(i))
+	}
+	ev, err := q.Wait()
+	wantCode(t, err, ErrEQDropped)
+	if ev.Type != EventLink || ev.UserPtr != 2 {
+		t.Fatalf("first event %+v, want the LINK of entry 2", ev)
+	}
+	if ev, err = q.Wait(); err != nil || ev.UserPtr != 3 {
+		t.Fatalf("%v %+v, want the LINK of entry 3", err, ev)
+	}
+	done := make(chan Event, 1)
+	go func() {
+		ev, err := q.Wait()
+		if err != nil {
+			t.Errorf("EQWait: %v", err)
+		}
+		done <- ev
+	}()
+	time.Sleep(2 * time.Millisecond) // most likely spinning by now; either way it must return the event
+	e.appendEntry(0, pt, anyME(nil, 0), PriorityList, 4)
+	select {
+	case ev = <-done:
+		if ev.Type != EventLink || ev.UserPtr != 4 {
+			t.Fatalf("event %+v, want the LINK of entry 4", ev)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("EQWait missed an event posted while it waited")
+	}
+	if _, err := q.Get(); !errors.Is(err, ErrEQEmpty) {
+		t.Fatalf("EQ not empty after the waits: %v", err)
+	}
+}

@@ -126,7 +126,13 @@ func quietPut(a *opArgs) bool {
 	}
 	hb := hdrPool.Get().(*[hdrLen]byte)
 	h := wireHdr(hb[:])
-	h.request(a.op, ni.idx, a.ack, a.aop, a.dt, a.pt, a.bits, a.roff, a.length, a.putMD, a.userPtr, a.hdrData, 0)
+	if a.op == opPut && a.ack == NoAckReq {
+		// Nothing comes back: the short header (one ring slot for a small put).
+		h = h[:shortPutLen]
+		h.shortPut(ni.idx, a.pt, a.bits, a.roff, a.hdrData)
+	} else {
+		h.request(a.op, ni.idx, a.ack, a.aop, a.dt, a.pt, a.bits, a.roff, a.length, a.putMD, a.userPtr, a.hdrData, 0)
+	}
 	ni.p.net.Send(dst, h, m.buf[a.putOff:a.putOff+a.length]) // its SEND, failed or not, posts nothing
 	hdrPool.Put(hb)
 	return true

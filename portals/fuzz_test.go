@@ -62,6 +62,9 @@ func FuzzWire(f *testing.F) {
 	for _, s := range wireSeeds() {
 		f.Add(s[0], s[1])
 	}
+	sp := make(wireHdr, shortPutLen)
+	sp.shortPut(0, 3, 0x55, 4, 10)
+	f.Add([]byte(sp), make([]byte, 8))
 	f.Fuzz(func(t *testing.T, hdr, payload []byte) {
 		ok(t, Init())
 		defer Fini()
@@ -285,7 +288,12 @@ func TestHostileMessages(t *testing.T) {
 	bad(func(h wireHdr) ([]byte, []byte) { return h, make([]byte, 9) })            // payload longer than length
 	bad(func(h wireHdr) ([]byte, []byte) { h[1] = 99; return h, make([]byte, 8) }) // unknown op
 	bad(func(h wireHdr) ([]byte, []byte) { h[0] = 0; return h, make([]byte, 8) })  // magic
-	bad(func(h wireHdr) ([]byte, []byte) { return h[:40], nil })                   // short header
+	bad(func(h wireHdr) ([]byte, []byte) { return h[:39], nil })                   // truncated header
+	bad(func(h wireHdr) ([]byte, []byte) {                                         // a short put header (wire.go) asking for an ack
+		h.shortPut(niIndex(e.kind.opts), pt, 0, 0, 0)
+		h[3] = byte(AckReqFull)
+		return h[:shortPutLen], make([]byte, 8)
+	})
 	bad(func(h wireHdr) ([]byte, []byte) {
 		h[1], h[4], h[5] = opAtomic, byte(OpBAnd), byte(Double) // illegal atomic
 		return h, make([]byte, 8)
@@ -316,7 +324,7 @@ func TestHostileMessages(t *testing.T) {
 	if string(buf[:8]) != "abcdefgh" || ev.MLength != 8 {
 		t.Fatalf("%q %+v", buf, ev)
 	}
-	if v := must(e.ni[0].Status(SRMalformed)); v != 11 { // all eleven name this NI (byte 2)
+	if v := must(e.ni[0].Status(SRMalformed)); v != 12 { // all twelve name this NI (byte 2)
 		t.Fatalf("malformed %d", v)
 	}
 	if v := must(e.ni[0].Status(SRDropCount)); v != 1+5 {

@@ -84,6 +84,7 @@ type physNI struct {
 	// spinning waits without a lock-free peek, which look at seq
 	seqWatchers atomic.Int32
 	txHdr       [hdrLen]byte // ack/reply header built by the receive path (under mu)
+	rxHdr       [hdrLen]byte // a received short put header, expanded (under mu)
 	ackHdr      [hdrLen]byte // header of the coalesced counting acks (under mu)
 	// batching: a Batch run is in progress, so counting acks are coalesced into ctAcks,
 	// which is sent before any other message and at the run's end (nic.go; under mu).

@@ -30,6 +30,9 @@ func (p *physNI) handleLocked(src ptlnet.Peer, hdr, payload []byte) {
 // wireHdr.check; a message that fails it is dropped and counted (PTL_SR_MALFORMED of the
 // logical NI it names, or the physical NI's count when it names none).
 func (p *physNI) recvLocked(src ptlnet.Peer, hdr, payload []byte) {
+	if len(hdr) == shortPutLen && expandShortPut(&p.rxHdr, hdr, len(payload)) {
+		hdr = p.rxHdr[:]
+	}
 	h := wireHdr(hdr)
 	var ni *logicalNI
 	if len(h) > 2 && h[2] <= 3 {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/gexgo/gexgo/internal/shm"
 )
 
 // ---- Portal table entries (Portals 4.3 §3.7) ----
@@ -242,6 +244,10 @@ type eqObj struct {
 	reserved int // slots kept for PTL_EVENT_PT_DISABLED of flow-controlled PTs
 	attached int
 	freed    bool
+	// avail mirrors n for a single-EQ wait's look without the lock (EQPoll):
+	// stored with a release store (no locked instruction) under the lock
+	// wherever n changes, read as a hint only.
+	avail atomic.Uintptr
 }
 
 func (q *eqObj) grow(k int) {
@@ -273,6 +279,7 @@ func (q *eqObj) post(ev *Event) {
 	}
 	q.ring[i] = *ev
 	q.n++
+	shm.StoreReleaseUintptr(&q.avail, uintptr(q.n))
 	q.ni.p.posted = true
 }
 
@@ -288,6 +295,7 @@ func (q *eqObj) take(ev *Event) (bool, error) {
 		q.head = 0
 	}
 	q.n--
+	shm.StoreReleaseUintptr(&q.avail, uintptr(q.n))
 	if q.dropped {
 		q.dropped = false
 		return true, errEQDropped
@@ -415,22 +423,48 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 	if len(eqs) == 0 {
 		return ev, -1, errf(ErrArgInvalid, fn, "size is 0")
 	}
-	_, p, err := lockEQ(eqs[0], fn)
+	q0, p, err := lockEQ(eqs[0], fn)
 	if err != nil {
 		return ev, -1, err
 	}
-	for i, h := range eqs {
-		hh := Handle(h)
+	for i := 1; i < len(eqs); i++ { // lockEQ checked eqs[0]
+		hh := Handle(eqs[i])
 		if hh.kind() != kindEQ || hh.iface() != p.iface || p.nis[hh.niIndex()] == nil ||
 			p.nis[hh.niIndex()].eqs.get(hh.slot(), hh.gen()) == nil {
 			p.mu.Unlock()
 			return ev, -1, errf(ErrArgInvalid, fn, "eq_handles["+strconv.Itoa(i)+"] is not a live EQ of the physical NI of eq_handles[0]")
 		}
 	}
+	var ready func() bool
+	if len(eqs) == 1 {
+		// One EQ: take an event already there under this lock, and let the
+		// spin look at the EQ's count without the lock (a hint: the locked
+		// try decides), instead of at the NI's wake-ups.
+		if ok, derr := q0.take(&ev); ok {
+			p.mu.Unlock()
+			return ev, 0, derr
+		}
+		ready = func() bool { return q0.avail.Load() != 0 }
+	}
 	p.mu.Unlock()
 	which := -1
 	var derr error
-	err = p.waitFor(timeout, nil, func() (bool, error) {
+	err = p.waitFor(timeout, nil, ready, func() (bool, error) {
+		if len(eqs) == 1 {
+			// q0 is the EQ's object: freed is set under the lock when the EQ
+			// or its NI goes (PtlEQFree, PtlNIFini), before its slot is reused.
+			if p.nis[Handle(eqs[0]).niIndex()] == nil {
+				return true, errf(ErrArgInvalid, fn, "an EQ's NI was finalized")
+			}
+			if q0.freed {
+				return true, errf(ErrArgInvalid, fn, "an EQ was freed")
+			}
+			var ok bool
+			if ok, derr = q0.take(&ev); ok {
+				which = 0
+			}
+			return ok, nil
+		}
 		for i, h := range eqs {
 			hh := Handle(h)
 			ni := p.nis[hh.niIndex()]
@@ -639,7 +673,7 @@ func ctWaitFor(p *physNI, c0 *ctObj, cts []CTHandle, tests []uint64, timeout tim
 			return false
 		}
 	}
-	err := p.waitFor(timeout, peek, func() (bool, error) {
+	err := p.waitFor(timeout, peek, nil, func() (bool, error) {
 		for i, h := range cts {
 			hh := Handle(h)
 			var c *ctObj
@@ -706,16 +740,18 @@ const goschedEvery = 7
 // While it spins, peek (if not nil; it runs without the lock) may end the wait at once;
 // try runs again only when a wake-up happened since it last ran (every change that can
 // complete a wait wakes, as for a blocked waiter), and after every 16th run of 16 polls:
-// so the NI lock stays with the NIC, which needs it for each message. With a peer reached over TCP it does not
+// so the NI lock stays with the NIC, which needs it for each message. Instead of wake-ups,
+// ready (if not nil, with peek nil; it runs without the lock) says when try may succeed: the
+// spin runs try as soon as ready reports true. With a peer reached over TCP it does not
 // spin: those messages come on goroutines woken by the Go netpoller, which spinning
 // goroutines keep from running (docs/portals.md).
-func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bool, error)) error {
+func (p *physNI) waitFor(timeout time.Duration, peek, ready func() bool, try func() (bool, error)) error {
 	var deadline, spinUntil time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	spinning := timeout != 0 && !p.net.UsesTCP()
-	if spinning && peek == nil {
+	if spinning && peek == nil && ready == nil {
 		// This wait looks at p.seq between its locked tries: wake-ups bump it
 		// only while such a wait is on (a locked instruction per run of messages).
 		p.seqWatchers.Add(1)
@@ -724,19 +760,23 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 	var seen uint64 // p.seq when try last ran
 	for spin := 0; ; spin++ {
 		s := p.seq.Load()
-		if spinning && spin&15 != 15 && (spin > 0 || peek != nil) {
+		if spinning && spin&15 != 15 && (spin > 0 || peek != nil || ready != nil) &&
+			(ready == nil || !ready()) {
 			if peek != nil && peek() {
 				return nil
 			}
-			if peek != nil || s == seen {
+			if peek != nil || ready != nil || s == seen {
 				// A run of 16 polls, ended early when what the wait looks at
-				// changes (peek, or a wake-up for try).
+				// changes (peek, ready, or a wake-up for try).
 				got, k := false, 0
 				for i := 0; i < 16 && !got; i++ {
 					k += p.net.Poll()
-					if peek != nil {
+					switch {
+					case peek != nil:
 						got = peek()
-					} else {
+					case ready != nil:
+						got = ready()
+					default:
 						got = p.seq.Load() != s
 					}
 				}
@@ -746,7 +786,10 @@ func (p *physNI) waitFor(timeout time.Duration, peek func() bool, try func() (bo
 				if k == 0 && !got && spin&goschedEvery == goschedEvery {
 					runtime.Gosched()
 				}
-				continue
+				if !got || ready == nil {
+					continue
+				}
+				// ready: run try now.
 			}
 		}
 		seen = s

@@ -41,6 +41,43 @@ const (
 	wireMagic = 0xb4
 )
 
+// A put without an acknowledgment (PTL_NO_ACK_REQ) from the initiator's lock-free path
+// travels with a short header of shortPutLen bytes instead: bytes 0-31 as above (op opPut,
+// ack request 0, bytes 4-7 and 12-15 zero), then hdr_data at 32. The requested length is
+// the payload's; the MD handle, user_ptr, local offset and manipulated length, used only
+// by acks and replies, are zero. With the transport's 8-byte frame header and an 8-byte
+// payload it fills one 64-byte shared-memory ring slot (docs/ptlnet.md) where the full
+// header takes two. The receiver expands it (expandShortPut) and checks the expansion like
+// any header.
+const shortPutLen = 40
+
+// shortPut fills a short put header.
+func (h wireHdr) shortPut(ni int, pt PTIndex, bits MatchBits, roff, hdrData uint64) {
+	h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7] = wireMagic, opPut, byte(ni), byte(NoAckReq), 0, 0, 0, 0
+	le.PutUint32(h[8:], uint32(pt))
+	le.PutUint32(h[12:], 0)
+	le.PutUint64(h[16:], uint64(bits))
+	le.PutUint64(h[24:], roff)
+	le.PutUint64(h[32:], hdrData)
+}
+
+// expandShortPut writes into full the header that the short put header s with a payload
+// of n bytes stands for, or reports false if s is not one (anything else a peer sends
+// with that length is malformed).
+func expandShortPut(full *[hdrLen]byte, s []byte, n int) bool {
+	if len(s) != shortPutLen || s[0] != wireMagic || s[1] != opPut || s[3] != byte(NoAckReq) ||
+		le.Uint32(s[4:]) != 0 || le.Uint32(s[12:]) != 0 {
+		return false
+	}
+	h := wireHdr(full[:])
+	copy(h[:32], s[:32])
+	le.PutUint64(h[32:], uint64(n))
+	clear(h[40:56])
+	copy(h[56:64], s[32:40])
+	clear(h[64:80])
+	return true
+}
+
 // Operations on the wire.
 const (
 	opPut byte = 1 + iota

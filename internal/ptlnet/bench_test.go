@@ -233,6 +233,41 @@ func BenchmarkTwoProcesses(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 		})
 	}
+	// A polled round trip, as a Portals ping-pong makes it: the caller polls
+	// inline for the echo, whose header is hl bytes with an 8-byte payload (a
+	// frame of one 64-byte ring slot at hl 40, two at hl 80, the Portals
+	// header's size).
+	for _, hl := range []int{40, 80} {
+		b.Run("pollrt/hdr"+strconv.Itoa(hl), func(b *testing.B) {
+			var got atomic.Int64
+			n, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { got.Add(1) })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer n.Close()
+			h := startHelperB(b, "echo")
+			hdr, p := make([]byte, hl), make([]byte, 8)
+			copy(hdr, "PING")
+			rt := func(i int) {
+				if err := n.Send(h.id, hdr, p); err != nil {
+					b.Fatal(err)
+				}
+				for got.Load() <= int64(i) {
+					n.Poll()
+				}
+			}
+			for i := range 1000 {
+				rt(i)
+			}
+			got.Store(0)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rt(i)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "µs/rt")
+		})
+	}
 	b.Run("roundtrip", func(b *testing.B) {
 		pong := make(chan struct{}, 1)
 		n, err := Open(Config{PID: PIDAny, NoTCP: true}, func(Peer, []byte, []byte) { pong <- struct{}{} })

@@ -8,7 +8,7 @@ import (
 // Fuzzers for every decoder of bytes a peer writes, seeded from the encoders.
 
 func FuzzDecodeSlot(f *testing.F) {
-	const ds = txSlotSize - 8
+	const ds = txEagerMax
 	d := make([]byte, ds)
 	putEager(d, []byte("header"), []byte("payload"))
 	f.Add(bytes.Clone(d))

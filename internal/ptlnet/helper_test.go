@@ -41,6 +41,9 @@ func helperMain(mode string) int {
 			// The benchmark's last message: answer with the count.
 			n.Send(src.ID, []byte("count"), []byte(strconv.FormatInt(k, 10)))
 		}
+		if mode == "echo" && len(hdr) >= 4 && string(hdr[:4]) == "PING" {
+			n.Send(src.ID, hdr, payload)
+		}
 		if mode == "echo" && string(hdr) == "ping" {
 			n.Send(src.ID, hdr, payload)
 		}

@@ -122,7 +122,7 @@ func TestHostileFrames(t *testing.T) {
 	sc := (*a.routes.Load())[b.ID()].(*shmConn)
 	raw := func(fill func(d []byte)) {
 		sc.txMu.Lock()
-		d, tk, ok := sc.tx.TryReserve()
+		d, tk, ok := sc.tx.ReserveOne(txEagerMax)
 		if !ok {
 			t.Fatal("ring full")
 		}

@@ -162,6 +162,7 @@ type Net struct {
 	bellFD  int    // memfd of the doorbell page (passed to every new peer)
 	bellMem []byte // its mapping
 	bell    shm.Bell
+	fenced  bool // this process uses the asymmetric fence (makeBell)
 
 	mu      sync.Mutex // guards routes (writes), rxConns (writes), tcps, dialMu use
 	routes  atomic.Pointer[map[PhysID]conn]
@@ -370,9 +371,16 @@ func (n *Net) makeBell() error {
 	if err != nil {
 		return err
 	}
-	putRegionHeader(mem, bellMagic)
 	n.bellFD, n.bellMem = fd, mem
 	n.bell = shm.BellAt(mem, bellOff)
+	// The asymmetric fence (shm.EnableHeavyFence): our Bell.Sleep issues the
+	// membarrier, so peers that registered too may commit to us with a
+	// release store; we say so in the page before any peer maps it.
+	if n.fenced = shm.EnableHeavyFence(); n.fenced {
+		shm.Uint32At(mem, bellOffFenced).Store(bellFencedYes)
+		n.bell = n.bell.WithHeavyFence()
+	}
+	putRegionHeader(mem, bellMagic)
 	return nil
 }
 
@@ -475,6 +483,9 @@ func (n *Net) Poll() int {
 	}
 	k := n.progressLocked()
 	n.rxMu.Unlock()
+	if k > 0 {
+		n.bell.Withdraw() // awake: peers need not ring (shm.Bell.Sleep)
+	}
 	n.flushPending()
 	return k
 }
@@ -552,7 +563,7 @@ func (n *Net) hasWork() bool {
 		return true
 	}
 	for _, c := range *n.rxConns.Load() {
-		if (c.rx != nil && !c.rx.Empty()) || c.gone.Load() || (c.hasPend.Load() && c.txBlocked.Load() == 0) {
+		if c.rxWaiting() || c.gone.Load() || (c.hasPend.Load() && c.txBlocked.Load() == 0) {
 			return true
 		}
 	}
@@ -629,6 +640,7 @@ func (n *Net) progressLoop() {
 			n.reapGone()
 		}
 		if k > 0 {
+			n.bell.Withdraw() // awake: peers need not ring (shm.Bell.Sleep)
 			last = time.Time{}
 			continue
 		}

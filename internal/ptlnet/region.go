@@ -22,34 +22,47 @@ import (
 // Doorbell page:
 //
 //	0   4  magic "PTLB"
-//	4   4  version 1
+//	4   4  version 2
+//	8   4  fenced: bellFencedYes if the owner's Bell.Sleep issues the
+//	       asymmetric fence (shm.Bell.WithHeavyFence), 0 otherwise; written
+//	       before the page is passed to any peer, never changed
 //	64  8  shm.Bell: the owner's futex doorbell
 //
 // Transmit region (offsets from its start):
 //
 //	0     4  magic "PTLT"
-//	4     4  version 1
+//	4     4  version 2
 //	64    4  blocked: the sender has queued messages and wants its doorbell rung
 //	         when the receiver frees room (sender stores 1, receiver swaps to 0)
-//	256      shm ring: txSlots slots of txSlotSize bytes
+//	256      shm.MsgRing: txSlots slots of 64 bytes (shm.MsgSlotSize)
 //	poolOff  shm pool: txBufs buffers of txBufSize bytes
+//
+// Version 2 replaced version 1's fixed-slot ring (shm.Ring, 1024 slots of 256
+// bytes) by the variable-length message ring in the same 256 KiB.
 const (
 	bellMagic      = 0x424c5450 // "PTLB"
 	txMagic        = 0x544c5450 // "PTLT"
-	regionVersion  = 1
+	regionVersion  = 2
+	bellOffFenced  = 8
+	bellFencedYes  = 1
 	bellOff        = 64
 	bellRegionSize = 4096
 
 	txOffBlocked = 64
 	txOffRing    = 256
-	txSlots      = 1024
-	txSlotSize   = 256
+	txSlots      = 4096
 	txBufs       = 16
 	txBufSize    = 256 << 10
+
+	// txEagerMax is the largest eager frame (frame header, hdr and
+	// payload): four 64-byte slots less the ring's 8-byte message word, the
+	// 248 bytes of version 1's slot, so that a MaxHeaderSize hdr fits with
+	// its frame header and the eager/bulk split is unchanged.
+	txEagerMax = 4*shm.MsgSlotSize - 8
 )
 
 var (
-	txPoolOff    = txOffRing + shm.RingBytes(txSlots, txSlotSize)
+	txPoolOff    = txOffRing + shm.MsgRingBytes(txSlots)
 	txRegionSize = txPoolOff + shm.PoolBytes(txBufs, txBufSize)
 )
 

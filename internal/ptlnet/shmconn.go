@@ -27,21 +27,20 @@ type shmConn struct {
 	n    *Net
 
 	txMem, rxMem, peerBellMem []byte
-	tx, rx                    *shm.Ring
+	tx, rx                    *shm.MsgRing
 	txPool, rxPool            *shm.Pool
 	peerBell                  shm.Bell
 	txBlocked, rxBlocked      *atomic.Uint32 // the blocked word of our region, of the peer's
 
-	txMu     sync.Mutex
-	dead     bool // under txMu: the regions are unmapped, Send fails
-	pend     []pendItem
-	pendH    int
-	arena    []byte // bytes of queued small messages (pendItem.off)
-	hasPend  atomic.Bool
-	partial  bool   // under txMu: a waiting Send has sent part of its message
-	sentN    uint64 // under txMu: messages sent or queued (Stats.Sent; a counter of the Net's would be a locked instruction per Send)
-	kickDue  bool   // under txMu: frames committed since the last kick
-	kickFrom uint64 // under txMu: the first of them
+	txMu    sync.Mutex
+	dead    bool // under txMu: the regions are unmapped, Send fails
+	pend    []pendItem
+	pendH   int
+	arena   []byte // bytes of queued small messages (pendItem.off)
+	hasPend atomic.Bool
+	partial bool   // under txMu: a waiting Send has sent part of its message
+	sentN   uint64 // under txMu: messages sent or queued (Stats.Sent; a counter of the Net's would be a locked instruction per Send)
+	kickDue bool   // under txMu: frames committed since the last kick
 
 	gone   atomic.Bool // the socket ended: drain, then reap
 	reaped bool        // under Net.mu... set once by reap or Close
@@ -158,7 +157,7 @@ func (n *Net) newShmConn(sock *net.UnixConn, peer Peer) (*shmConn, int, error) {
 		return nil, -1, err
 	}
 	c := &shmConn{peer: peer, sock: sock, n: n, txMem: mem}
-	if c.tx, err = shm.InitRing(mem[txOffRing:txPoolOff], txSlots, txSlotSize); err == nil {
+	if c.tx, err = shm.InitMsgRing(mem[txOffRing:txPoolOff], txSlots); err == nil {
 		c.txPool, err = shm.InitPool(mem[txPoolOff:], txBufs, txBufSize)
 	}
 	if err != nil {
@@ -182,6 +181,13 @@ func (c *shmConn) attachPeer(bellFD, txFD int) error {
 		return err
 	}
 	c.peerBell = shm.BellAt(bm, bellOff)
+	// Commit with a release store only where both sides use the asymmetric
+	// fence (shm.MsgRing.SetReleaseCommit; the argument is at shm.Bell.Sleep):
+	// this process registered (n.fenced) and the peer's Bell.Sleep issues it.
+	// Set before the view is shared: the connection is not registered yet.
+	if c.n.fenced && shm.Uint32At(bm, bellOffFenced).Load() == bellFencedYes {
+		c.tx.SetReleaseCommit()
+	}
 	rm, err := mapSealed(txFD, txRegionSize)
 	if err != nil {
 		return err
@@ -190,7 +196,7 @@ func (c *shmConn) attachPeer(bellFD, txFD int) error {
 	if err := checkRegionHeader(rm, txMagic); err != nil {
 		return err
 	}
-	if c.rx, err = shm.AttachRing(rm[txOffRing:txPoolOff]); err != nil {
+	if c.rx, err = shm.AttachMsgRing(rm[txOffRing:txPoolOff]); err != nil {
 		return err
 	}
 	if c.rxPool, err = shm.AttachPool(rm[txPoolOff:]); err != nil {

@@ -2,6 +2,8 @@ package ptlnet
 
 import (
 	"time"
+
+	"github.com/gexgo/gexgo/internal/shm"
 )
 
 // The shared-memory data path: eager frames in one ring slot, bulk frames
@@ -74,6 +76,10 @@ func (c *shmConn) send(hdr, payload []byte, noWait bool) error {
 		} else {
 			if n.enterBell() {
 				n.bell.Sleep(func() bool { return c.txBlocked.Load() == 0 || c.gone.Load() || n.closed.Load() }, time.Millisecond)
+				// A timed-out fenced Sleep leaves its announcement standing
+				// (shm.Bell.Sleep): take it back, or peers would ring us on
+				// every Send until our progress next delivers something.
+				n.bell.Withdraw()
 				n.bellUsers.Add(-1)
 			}
 		}
@@ -81,26 +87,26 @@ func (c *shmConn) send(hdr, payload []byte, noWait bool) error {
 	}
 }
 
-// commit publishes ticket t, remembering the first ticket since the last kick.
-func (c *shmConn) commit(t uint64) {
+// commit publishes ticket t; kick rings the peer's Bell after it.
+func (c *shmConn) commit(t shm.Ticket) {
 	c.tx.Commit(t)
-	if !c.kickDue {
-		c.kickDue, c.kickFrom = true, t
-	}
+	c.kickDue = true
 }
 
-// kick wakes the peer's progress goroutine after commits, if it may be asleep
-// without having seen them: only when someone sleeps on its Bell and it has
-// consumed everything before our first new frame (if it has not, it is
-// awake, or its sleep check will see older frames and then ours: see
-// shm.Ring.Consumed). A flood into a busy receiver costs one load per Send.
-// txMu held.
+// kick wakes the peer's progress goroutine after commits, if someone sleeps
+// on its Bell (shm.Bell.Ring: a load of the sleeper count when nobody does).
+// The commit before it is sequentially consistent, or a release store where
+// the peer's Sleep issues the asymmetric fence (shm.Bell.Sleep gives the
+// argument that no wake-up is lost either way). txMu held.
+//
+// (Version 1 also skipped the wake-up when the receiver had older frames to
+// take, read from the ring's consumer position; the message ring publishes
+// that position once per drain, so it says little, and a sleeper withdraws
+// its announcement as soon as it finds work.)
 func (c *shmConn) kick() {
 	if c.kickDue {
 		c.kickDue = false
-		if c.peerBell.Sleepers() != 0 && c.tx.Consumed() >= c.kickFrom {
-			c.peerBell.Ring()
-		}
+		c.peerBell.Ring()
 	}
 }
 
@@ -109,8 +115,8 @@ func (c *shmConn) kick() {
 // frame went out. It returns the bytes of rest consumed, whether the first
 // frame is out now, and whether the message is complete. txMu held.
 func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed int, startedOut, done bool) {
-	if !started && eagerFits(c.tx.SlotSize(), len(hdr), total) {
-		d, t, ok := c.tx.TryReserve()
+	if !started && eagerFits(txEagerMax, len(hdr), total) {
+		d, t, ok := c.tx.ReserveOne(sOffEager + len(hdr) + total)
 		if !ok {
 			return 0, false, false
 		}
@@ -123,7 +129,11 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 		if !ok {
 			return consumed, started, false
 		}
-		d, t, ok := c.tx.TryReserve()
+		fl := sOffBulkH
+		if !started {
+			fl += len(hdr)
+		}
+		d, t, ok := c.tx.ReserveOne(fl)
 		if !ok {
 			c.txPool.Free(idx)
 			return consumed, started, false
@@ -332,10 +342,16 @@ func (c *shmConn) drain(n *Net, max int) int {
 		}
 		k++
 	}
+	// The slots are free for the sender from here: one store per drain, none
+	// when nothing was released (a pad skipped alone is published too).
+	c.rx.Publish()
+	if k == 0 {
+		return 0
+	}
 	if got > 0 {
 		n.st.recv.Add(uint64(got))
 	}
-	if k > 0 && c.rxBlocked.Load() != 0 && c.rxBlocked.Swap(0) != 0 {
+	if c.rxBlocked.Load() != 0 && c.rxBlocked.Swap(0) != 0 {
 		c.peerBell.Ring()
 	}
 	return k

@@ -68,7 +68,7 @@
 //
 // # MsgRing
 //
-// MsgRing (msgring.go, the smp conduit's AM rings) has the same roles with
+// MsgRing (msgring.go: the smp conduit's AM rings, ptlnet's transmit rings) has the same roles with
 // variable-length messages in 64-byte slots: the header words tail (offset
 // 128, producers) and head (offset 256, published by the consumer once per
 // batch) on their own 128-byte blocks, slots from offset 384. A message's
@@ -77,7 +77,9 @@
 // (EnableHeavyFence), with a release store (the Bell argument below); producers
 // find free slots from a cached head and never read a slot before writing
 // it; the consumer clears the first word of a later slot only when it reads
-// as next lap's tag.
+// as next lap's tag. A ring whose producers take turns under a lock of their
+// own (ptlnet's, one connection's sends) may reserve with ReserveOne instead:
+// the tail advanced with a store rather than a compare-and-swap.
 //
 // # Pool layout
 //
