@@ -65,27 +65,7 @@ func rawTCP(cfg *config, c *gex.Client, tm *gex.TM, addr *atomic.Pointer[string]
 	if iters == 0 {
 		iters = 100000
 	}
-	var msg [8]byte
-	lat, err := timeBatches(iters, cfg.batches, func(n int) error {
-		for i := 0; i < n; i++ {
-			if me == 0 {
-				if err := rawWrite(fd, msg[:]); err != nil {
-					return err
-				}
-				if err := rawRead(fd, msg[:]); err != nil {
-					return err
-				}
-			} else {
-				if err := rawRead(fd, msg[:]); err != nil {
-					return err
-				}
-				if err := rawWrite(fd, msg[:]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
+	lat, err := timeBatches(iters, cfg.batches, func(n int) error { return rawPingPong(fd, me, n) })
 	if err != nil {
 		return fmt.Errorf("raw TCP ping-pong: %w", err)
 	}
@@ -334,4 +314,28 @@ func rawReadSome(fd int, b []byte) (int, error) {
 		}
 		return n, nil
 	}
+}
+
+// rawPingPong runs n 8-byte round trips on the raw socket fd: rank 0 writes
+// and reads the answer, rank 1 answers.
+func rawPingPong(fd int, me gex.Rank, n int) error {
+	var msg [8]byte
+	for i := 0; i < n; i++ {
+		if me == 0 {
+			if err := rawWrite(fd, msg[:]); err != nil {
+				return err
+			}
+			if err := rawRead(fd, msg[:]); err != nil {
+				return err
+			}
+		} else {
+			if err := rawRead(fd, msg[:]); err != nil {
+				return err
+			}
+			if err := rawWrite(fd, msg[:]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

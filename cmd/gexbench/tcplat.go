@@ -111,27 +111,7 @@ func tcpLat(cfg *config, c *gex.Client, tm *gex.TM, seg *gex.Segment, ads *domai
 	per := max(1, cfg.iters/nb)
 	warm := max(1, cfg.iters/10)
 
-	var msg [8]byte
-	raw := func(n int) error {
-		for i := 0; i < n; i++ {
-			if me == 0 {
-				if err := rawWrite(fd, msg[:]); err != nil {
-					return err
-				}
-				if err := rawRead(fd, msg[:]); err != nil {
-					return err
-				}
-			} else {
-				if err := rawRead(fd, msg[:]); err != nil {
-					return err
-				}
-				if err := rawWrite(fd, msg[:]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
+	raw := func(n int) error { return rawPingPong(fd, me, n) }
 	barrier := func(n int) error {
 		for i := 0; i < n; i++ {
 			ev, err := tm.BarrierNB(0)

@@ -237,28 +237,44 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 	k := uint64(MsgSlots(n))
 	for {
 		pos := q.tail.Load()
-		total := k
-		if off := pos & q.mask; off+k > q.nslots {
-			total = q.nslots - off + k // pad to the end of the ring, start at slot 0
+		end, room := q.span(pos, k)
+		if !room {
+			return nil, Ticket{}, false
 		}
-		end := pos + total
-		if end-q.seenHead.Load() > q.nslots {
-			h := q.head.Load()
-			if end-h > q.nslots {
-				return nil, Ticket{}, false
+		if q.tail.CompareAndSwap(pos, end) {
+			start := end - k
+			if start != pos {
+				q.pad(pos, start-pos)
 			}
-			q.seenHead.Store(h)
+			return q.data(start, k), Ticket{start, k, q.wordAt(start)}, true
 		}
-		if !q.tail.CompareAndSwap(pos, end) {
-			continue
-		}
-		start := pos
-		if total != k {
-			storeRelease64(q.wordAt(pos), commitWord(pos, total-k, mrFlagPad))
-			start = pos + total - k
-		}
-		return q.data(start, k), Ticket{start, k, q.wordAt(start)}, true
 	}
+}
+
+// span returns where a k-slot message reserved at tail position pos ends
+// (after a pad to the end of the ring where it would wrap), and whether the
+// ring has room for it: the cached head is re-read only when it says the
+// ring is full.
+func (q *MsgRing) span(pos, k uint64) (end uint64, room bool) {
+	total := k
+	if off := pos & q.mask; off+k > q.nslots {
+		total = q.nslots - off + k // pad to the end of the ring, start at slot 0
+	}
+	end = pos + total
+	if end-q.seenHead.Load() > q.nslots {
+		h := q.head.Load()
+		if end-h > q.nslots {
+			return 0, false
+		}
+		q.seenHead.Store(h)
+	}
+	return end, true
+}
+
+// pad writes, at pos, a pad of k slots to the end of the ring (a message
+// that would wrap starts at slot 0 after it; rare, so out of line).
+func (q *MsgRing) pad(pos, k uint64) {
+	storeRelease64(q.wordAt(pos), commitWord(pos, k, mrFlagPad))
 }
 
 // ReserveOne is Reserve for a ring whose producers are ordered by a lock of
@@ -267,28 +283,19 @@ func (q *MsgRing) Reserve(n int) (data []byte, ticket Ticket, ok bool) {
 // per message. Every producer of the ring must then use ReserveOne under
 // that lock; mixing it with Reserve loses messages.
 func (q *MsgRing) ReserveOne(n int) (data []byte, ticket Ticket, ok bool) {
-	if uint(n) > uint(q.MaxData()) {
+	if uint(n) > uint(q.maxData) {
 		return nil, Ticket{}, false
 	}
 	k := uint64(MsgSlots(n))
 	pos := q.tail.Load()
-	total := k
-	if off := pos & q.mask; off+k > q.nslots {
-		total = q.nslots - off + k // pad to the end of the ring, start at slot 0
-	}
-	end := pos + total
-	if end-q.seenHead.Load() > q.nslots {
-		h := q.head.Load()
-		if end-h > q.nslots {
-			return nil, Ticket{}, false
-		}
-		q.seenHead.Store(h)
+	end, room := q.span(pos, k)
+	if !room {
+		return nil, Ticket{}, false
 	}
 	storeRelease64(q.tail, end)
-	start := pos
-	if total != k {
-		storeRelease64(q.wordAt(pos), commitWord(pos, total-k, mrFlagPad))
-		start = pos + total - k
+	start := end - k
+	if start != pos {
+		q.pad(pos, start-pos)
 	}
 	return q.data(start, k), Ticket{start, k, q.wordAt(start)}, true
 }
