@@ -750,7 +750,7 @@ func (p *physNI) waitFor(timeout time.Duration, peek, ready func() bool, try fun
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	spinning := timeout != 0 && !p.net.UsesTCP()
+	spinning := timeout != 0
 	if spinning && peek == nil && ready == nil {
 		// This wait looks at p.seq between its locked tries: wake-ups bump it
 		// only while such a wait is on (a locked instruction per run of messages).
