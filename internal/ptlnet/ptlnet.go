@@ -169,7 +169,7 @@ type Net struct {
 	rxConns atomic.Pointer[[]*shmConn]
 	tcps    map[*tcpConn]struct{}
 	tcpList atomic.Pointer[[]*tcpConn] // tcps, for the pollers (written under mu)
-	dialMu  sync.Mutex // one dial at a time
+	dialMu  sync.Mutex                 // one dial at a time
 	pending atomic.Int32
 	// bellUsers counts application goroutines touching the doorbell page
 	// (self sends, Sends waiting for room): Close unmaps it only at zero.
