@@ -390,7 +390,8 @@ const (
 	rxEnd          // the stream ended: the caller tears the connection down
 )
 
-// pump reads fd until the kernel has nothing more (EAGAIN) and delivers
+// pump reads fd until the kernel has nothing more (EAGAIN, or a read shorter
+// than its room) and delivers
 // every whole frame; rxLocked says the caller holds n.rxMu (a Poll),
 // otherwise each delivery takes it. The caller holds c.rmu. A malformed
 // frame is counted, a lost stream (end, reset) too, unless the Net closes.
@@ -400,6 +401,7 @@ func (c *tcpConn) pump(fd int, rxLocked bool) int {
 	if x.ended {
 		return rxEnd
 	}
+	drained := false
 	for {
 		// Deliver what is whole.
 		for !x.bigOn {
@@ -467,6 +469,9 @@ func (c *tcpConn) pump(fd int, rxLocked bool) int {
 		if len(room) == 0 {
 			return rxAgain // cannot happen: a frame that fits buf is whole when buf is full
 		}
+		if drained {
+			return rxAgain
+		}
 		k, err := readNB(fd, room)
 		switch {
 		case k > 0:
@@ -475,6 +480,12 @@ func (c *tcpConn) pump(fd int, rxLocked bool) int {
 			} else {
 				x.w += k
 			}
+			// Fewer bytes than room: the kernel had no more (a later
+			// arrival is a new edge for the netpoller, so the reader is
+			// not stranded). Deliver them and return without the read
+			// that could only find EAGAIN: one system call less per
+			// message received (as gex's tcp conduit, fill's drained).
+			drained = k < len(room)
 		case err == unix.EINTR:
 		case err == unix.EAGAIN:
 			return rxAgain
