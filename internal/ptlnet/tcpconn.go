@@ -500,15 +500,6 @@ func (c *tcpConn) pump(fd int, rxLocked bool) int {
 	}
 }
 
-// readNB is one non-blocking read(2) (the socket is in non-blocking mode).
-func readNB(fd int, b []byte) (int, error) {
-	k, err := unix.Read(fd, b)
-	if k < 0 {
-		k = 0
-	}
-	return k, err
-}
-
 // deliver runs the Handler on one frame.
 func (c *tcpConn) deliver(h, p []byte, rxLocked bool) bool {
 	n := c.n
