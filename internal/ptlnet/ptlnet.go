@@ -467,13 +467,13 @@ func (n *Net) send(dst PhysID, hdr, payload []byte, noWait bool) error {
 	return nil
 }
 
-// UsesTCP reports whether this Net has ever had a TCP connection. Messages from those
-// peers arrive on goroutines woken by the Go netpoller, which a caller that spins (polling
-// and yielding) keeps from running: such a caller should block instead (the engine's waits,
-// docs/ptlnet.md).
+// UsesTCP reports whether this Net has ever had a TCP connection. (Poll reads the TCP
+// sockets itself, so a caller that spins on Poll needs no netpoller wake-up: the engine's
+// waits no longer block because of TCP peers, docs/ptlnet.md.)
 func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
 
-// Poll runs the Handler for messages already arrived, in the caller's goroutine (inline
+// Poll runs the Handler for messages already arrived (shared memory, oneself, and the TCP
+// connections no other goroutine is reading), in the caller's goroutine (inline
 // progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.6); it
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
