@@ -742,15 +742,19 @@ const goschedEvery = 7
 // complete a wait wakes, as for a blocked waiter), and after every 16th run of 16 polls:
 // so the NI lock stays with the NIC, which needs it for each message. Instead of wake-ups,
 // ready (if not nil, with peek nil; it runs without the lock) says when try may succeed: the
-// spin runs try as soon as ready reports true. With a peer reached over TCP it does not
-// spin: those messages come on goroutines woken by the Go netpoller, which spinning
-// goroutines keep from running (docs/portals.md).
+// spin runs try as soon as ready reports true. It spins with peers reached over TCP too:
+// Poll reads their sockets itself (non-blocking read(2) under a per-connection try-lock),
+// so a reply needs no netpoller wake-up; the cadence of yields is the shared-memory one
+// (runtime.Gosched every goschedEvery+1 runs without a message; the transport's parked
+// progress goroutine and TCP readers leave the cores to the two pollers), and the wait still
+// blocks after spinTime, PollStop handing the sockets back to the readers (docs/portals.md,
+// Round 5).
 func (p *physNI) waitFor(timeout time.Duration, peek, ready func() bool, try func() (bool, error)) error {
 	var deadline, spinUntil time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	spinning := timeout != 0 && !p.net.UsesTCP()
+	spinning := timeout != 0
 	if spinning && peek == nil && ready == nil {
 		// This wait looks at p.seq between its locked tries: wake-ups bump it
 		// only while such a wait is on (a locked instruction per run of messages).

@@ -267,3 +267,107 @@ func TestTCPPeerGone(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// rawTCPPeer connects to n as an authenticated TCP peer with pid 9 that writes
+// frames by hand.
+func rawTCPPeer(t *testing.T, n *Net) net.Conn {
+	t.Helper()
+	h, err := net.Dial("tcp4", n.tcpAddr(n.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	p := &auth.Params{Secret: testSecret, JobID: authJobID, Rank: 9, Size: 1 << 32}
+	if _, err := auth.Handshake(h, p, true, int(n.ID().PID)); err != nil {
+		t.Fatal(err)
+	}
+	var hb [helloSize]byte
+	hello{kind: helloConnect, id: PhysID{NID: n.ID().NID, PID: 9}, uid: 0}.encode(&hb)
+	h.Write(hb[:])
+	if _, err := h.Read(hb[:]); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestTCPPolled: while a goroutine keeps polling (so that Poll, not the reader
+// goroutine, reads the socket most of the time), frames written in pieces —
+// a frame header split across writes, a payload larger than the receive
+// buffer trickled in — arrive whole and in order; then a malformed frame is
+// counted and drops the connection, and a peer that vanishes inside a frame
+// is counted as lost.
+func TestTCPPolled(t *testing.T) {
+	c := newCollector()
+	n, err := Open(Config{PID: PIDAny, ForceTCP: true, Secret: testSecret}, c.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				n.PollStop()
+				return
+			default:
+			}
+			n.Poll()
+			if i%64 == 63 {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	h := rawTCPPeer(t, n)
+	frame := func(hdr, payload []byte) []byte {
+		var fh [tcpFrameSize]byte
+		putTCPHeader(fh[:], len(hdr), uint64(len(payload)))
+		return append(append(fh[:], hdr...), payload...)
+	}
+	small := frame([]byte("h1"), []byte("p1"))
+	h.Write(small[:5]) // a frame header in two pieces
+	time.Sleep(time.Millisecond)
+	h.Write(small[5:])
+	big := make([]byte, tcpReadBuf+12345)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	bf := frame([]byte("big"), big)
+	for len(bf) > 0 {
+		k := min(len(bf), 50000)
+		h.Write(bf[:k])
+		bf = bf[k:]
+		time.Sleep(100 * time.Microsecond)
+	}
+	h.Write(frame([]byte("h3"), nil))
+	got := c.wait(t, 3)
+	if string(got[0].hdr) != "h1" || string(got[0].payload) != "p1" ||
+		string(got[1].hdr) != "big" || !bytes.Equal(got[1].payload, big) ||
+		string(got[2].hdr) != "h3" || len(got[2].payload) != 0 {
+		t.Fatalf("got %q/%d bytes, %q/%d bytes, %q/%d bytes", got[0].hdr, len(got[0].payload),
+			got[1].hdr, len(got[1].payload), got[2].hdr, len(got[2].payload))
+	}
+	var fh [tcpFrameSize]byte
+	putTCPHeader(fh[:], 0, MaxPayload+1)
+	h.Write(fh[:])
+	waitStat(t, n, "bad frame", func(st Stats) bool { return st.Malformed == 1 })
+	h.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := h.Read(fh[:]); err == nil {
+		t.Error("the connection that sent a bad frame is still open")
+	}
+
+	// A second peer ends inside a frame: lost, not malformed.
+	lost := n.Stats().PeersLost
+	h2 := rawTCPPeer(t, n)
+	h2.Write(frame([]byte("h4"), make([]byte, 100))[:40])
+	time.Sleep(time.Millisecond)
+	h2.Close()
+	waitStat(t, n, "peer lost inside a frame", func(st Stats) bool { return st.PeersLost == lost+1 })
+	if st := n.Stats(); st.Malformed != 1 {
+		t.Errorf("Malformed = %d, want 1", st.Malformed)
+	}
+}

@@ -168,7 +168,8 @@ type Net struct {
 	routes  atomic.Pointer[map[PhysID]conn]
 	rxConns atomic.Pointer[[]*shmConn]
 	tcps    map[*tcpConn]struct{}
-	dialMu  sync.Mutex // one dial at a time
+	tcpList atomic.Pointer[[]*tcpConn] // tcps, for the pollers (written under mu)
+	dialMu  sync.Mutex                 // one dial at a time
 	pending atomic.Int32
 	// bellUsers counts application goroutines touching the doorbell page
 	// (self sends, Sends waiting for room): Close unmaps it only at zero.
@@ -184,7 +185,9 @@ type Net struct {
 	// says that it does (PollStop then wakes it). Written rarely.
 	stops  atomic.Uint32
 	parked atomic.Bool
-	_      [56]byte
+	// readersParked counts TCP readers parked on stops (tcpConn.reader).
+	readersParked atomic.Int32
+	_             [52]byte
 
 	// rxMu serializes Handler calls (progress goroutine, Poll, TCP readers).
 	rxMu    sync.Mutex
@@ -229,6 +232,7 @@ func Open(cfg Config, h Handler) (*Net, error) {
 	}
 	n.routes.Store(&map[PhysID]conn{})
 	n.rxConns.Store(&[]*shmConn{})
+	n.tcpList.Store(&[]*tcpConn{})
 	n.anyUID = envFlag(EnvAnyUID)
 	n.forceTCP = cfg.ForceTCP
 	n.insecure = envFlag(EnvTCPInsecure)
@@ -463,13 +467,13 @@ func (n *Net) send(dst PhysID, hdr, payload []byte, noWait bool) error {
 	return nil
 }
 
-// UsesTCP reports whether this Net has ever had a TCP connection. Messages from those
-// peers arrive on goroutines woken by the Go netpoller, which a caller that spins (polling
-// and yielding) keeps from running: such a caller should block instead (the engine's waits,
-// docs/ptlnet.md).
+// UsesTCP reports whether this Net has ever had a TCP connection. (Poll reads the TCP
+// sockets itself, so a caller that spins on Poll needs no netpoller wake-up: the engine's
+// waits no longer block because of TCP peers, docs/ptlnet.md.)
 func (n *Net) UsesTCP() bool { return n.st.tcpConns.Load() != 0 }
 
-// Poll runs the Handler for messages already arrived, in the caller's goroutine (inline
+// Poll runs the Handler for messages already arrived (shared memory, oneself, and the TCP
+// connections no other goroutine is reading), in the caller's goroutine (inline
 // progress from the engine's waits, PtlEQWait/PtlCTWait, Portals 4.3 §3.13.8, §3.14.6); it
 // returns how many were handled. It returns 0 at once if another goroutine is handling.
 func (n *Net) Poll() int {
@@ -482,6 +486,9 @@ func (n *Net) Poll() int {
 		return 0
 	}
 	k := n.progressLocked()
+	if !n.stopped {
+		k += n.pollTCP()
+	}
 	n.rxMu.Unlock()
 	if k > 0 {
 		n.bell.Withdraw() // awake: peers need not ring (shm.Bell.Sleep)
@@ -496,8 +503,8 @@ func (n *Net) Poll() int {
 // §3.13.8, §3.14.6); not calling it only delays delivery by up to parkFor.
 func (n *Net) PollStop() {
 	n.stops.Add(1)
-	if n.parked.Load() {
-		shm.FutexWake(&n.stops, 1)
+	if n.parked.Load() || n.readersParked.Load() != 0 {
+		shm.FutexWake(&n.stops, 1<<30)
 	}
 }
 
@@ -634,6 +641,9 @@ func (n *Net) progressLoop() {
 		stops = st
 		n.rxMu.Lock()
 		k := n.progressLocked()
+		if !n.stopped {
+			k += n.pollTCP()
+		}
 		n.rxMu.Unlock()
 		n.flushPending()
 		if n.anyGone.Load() {
@@ -686,6 +696,8 @@ func (n *Net) addConn(id PhysID, c conn, sc *shmConn, tc *tcpConn, goroutines in
 	}
 	if tc != nil {
 		n.tcps[tc] = struct{}{}
+		l := append(append([]*tcpConn(nil), *n.tcpList.Load()...), tc)
+		n.tcpList.Store(&l)
 	}
 	return route
 }

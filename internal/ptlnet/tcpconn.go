@@ -13,11 +13,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gexgo/gexgo/internal/auth"
+	"github.com/gexgo/gexgo/internal/shm"
 )
 
-// The TCP path between nodes. Each connection has a reader goroutine (which
-// runs the Handler under Net.rxMu for every frame) and a flusher goroutine
-// (which writes what Send had to queue, blocking only itself).
+// The TCP path between nodes. The goroutine that polls (Poll, the progress
+// goroutine) reads each connection itself with non-blocking read(2) and runs
+// the Handler on every whole frame where it lies (pump); each connection's
+// reader goroutine does the same when the netpoller finds the socket readable
+// and no poller is at it, and tears the connection down when its stream ends.
+// A flusher goroutine writes what Send had to queue, blocking only itself.
 
 // authJobID is bound into the handshake's proofs: a gex tcp conduit and a
 // ptlnet listener never accept each other's connections.
@@ -44,6 +48,13 @@ type tcpConn struct {
 	nw   int
 	werr error
 	wfn  func(fd uintptr) bool
+
+	// receive side: rx under rmu (a try-lock: one goroutine pumps c at a time)
+	rmu    sync.Mutex
+	rx     tcpRx
+	pres   int // poll's pump outcome (under rmu)
+	pollFn func(fd uintptr)
+	readFn func(fd uintptr) bool
 }
 
 func (c *tcpConn) peerOf() Peer { return c.peer }
@@ -149,6 +160,9 @@ func (n *Net) startTCP(c *net.TCPConn, peer Peer) (conn, error) {
 	c.SetNoDelay(true)
 	tc := &tcpConn{n: n, peer: peer, c: c, raw: raw, wake: make(chan struct{}, 1)}
 	tc.wfn = tc.writeNow
+	tc.pollFn = tc.pollFD
+	tc.readFn = tc.readFD
+	tc.rx.buf = make([]byte, tcpReadBuf)
 	tc.cond = sync.NewCond(&tc.txMu)
 	route := n.addConn(peer.ID, tc, nil, tc, 2)
 	if route == nil {
@@ -342,100 +356,267 @@ func (c *tcpConn) shut() {
 	c.c.Close()
 }
 
-// tcpReadBuf is the reader's buffer: frames that fit are handled in place;
-// larger payloads are read straight into a buffer of their own.
+// tcpReadBuf is a connection's receive buffer: frames that fit are handled in
+// place; larger payloads are read straight into a buffer of their own.
 const tcpReadBuf = 256 << 10
 
-// reader reads frames and runs the Handler for each.
+// tcpRx is a connection's receive state, guarded by tcpConn.rmu: whichever
+// goroutine holds rmu (a Poll, the progress goroutine, or the reader) reads
+// the socket with non-blocking read(2) and delivers every whole frame where it
+// lies. buf[r:w] are bytes not yet delivered, starting at a frame boundary.
+type tcpRx struct {
+	buf  []byte
+	r, w int
+	// A payload too large for buf is read into big: bigOn while it is,
+	// big[:bigGot] read so far, hdr[:hl] its frame's hdr.
+	big    []byte
+	bigOn  bool
+	bigGot int
+	hl     int
+	hdr    [MaxHeaderSize]byte
+	ended  bool // the stream ended (lost, malformed or stopped): nobody reads it again
+	// polled counts pumps by pollers; the reader parks off the netpoller
+	// while they keep coming (reader).
+	polled, seen uint64
+	stops        uint32
+	// the reader's last pump: its outcome, and whether it should park
+	res  int
+	park bool
+}
+
+// pump outcomes
+const (
+	rxAgain = iota // the socket is empty (EAGAIN)
+	rxEnd          // the stream ended: the caller tears the connection down
+)
+
+// pump reads fd until the kernel has nothing more (EAGAIN, or a read shorter
+// than its room) and delivers
+// every whole frame; rxLocked says the caller holds n.rxMu (a Poll),
+// otherwise each delivery takes it. The caller holds c.rmu. A malformed
+// frame is counted, a lost stream (end, reset) too, unless the Net closes.
+func (c *tcpConn) pump(fd int, rxLocked bool) int {
+	n := c.n
+	x := &c.rx
+	if x.ended {
+		return rxEnd
+	}
+	drained := false
+	for {
+		// Deliver what is whole.
+		for !x.bigOn {
+			if x.w-x.r < tcpFrameSize {
+				break
+			}
+			hl, pl, err := decodeTCPHeader(x.buf[x.r : x.r+tcpFrameSize])
+			if err != nil {
+				n.st.malformed.Add(1)
+				x.ended = true
+				return rxEnd
+			}
+			if tcpFrameSize+hl+pl > len(x.buf) {
+				if x.w-x.r < tcpFrameSize+hl {
+					break
+				}
+				b := x.r + tcpFrameSize
+				x.hl = copy(x.hdr[:], x.buf[b:b+hl])
+				if cap(x.big) < pl {
+					x.big = make([]byte, pl)
+				}
+				x.big = x.big[:pl]
+				x.bigGot = copy(x.big, x.buf[b+hl:x.w])
+				x.r = b + hl + x.bigGot
+				x.bigOn = true
+				break
+			}
+			end := x.r + tcpFrameSize + hl + pl
+			if end > x.w {
+				break
+			}
+			b := x.r + tcpFrameSize
+			if !c.deliver(x.buf[b:b+hl:b+hl], x.buf[b+hl:end:end], rxLocked) {
+				x.ended = true
+				return rxEnd
+			}
+			x.r = end
+		}
+		if x.r == x.w {
+			x.r, x.w = 0, 0
+		}
+		if x.bigOn && x.bigGot == len(x.big) {
+			x.bigOn = false
+			ok := c.deliver(x.hdr[:x.hl:x.hl], x.big[:len(x.big):len(x.big)], rxLocked)
+			if cap(x.big) > 64<<20 {
+				x.big = nil
+			}
+			if !ok {
+				x.ended = true
+				return rxEnd
+			}
+			continue
+		}
+		// Read more.
+		var room []byte
+		if x.bigOn {
+			room = x.big[x.bigGot:]
+		} else {
+			if x.r > 0 && x.w == len(x.buf) || x.r > len(x.buf)/2 {
+				x.w = copy(x.buf, x.buf[x.r:x.w])
+				x.r = 0
+			}
+			room = x.buf[x.w:]
+		}
+		if len(room) == 0 {
+			return rxAgain // cannot happen: a frame that fits buf is whole when buf is full
+		}
+		if drained {
+			return rxAgain
+		}
+		k, err := readNB(fd, room)
+		switch {
+		case k > 0:
+			if x.bigOn {
+				x.bigGot += k
+			} else {
+				x.w += k
+			}
+			// Fewer bytes than room: the kernel had no more (a later
+			// arrival is a new edge for the netpoller, so the reader is
+			// not stranded). Deliver them and return without the read
+			// that could only find EAGAIN: one system call less per
+			// message received (as gex's tcp conduit, fill's drained).
+			drained = k < len(room)
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return rxAgain
+		default: // the end of the stream (k == 0), or an error
+			x.ended = true
+			if err == nil {
+				err = io.EOF
+			}
+			c.lost(err)
+			return rxEnd
+		}
+	}
+}
+
+// deliver runs the Handler on one frame.
+func (c *tcpConn) deliver(h, p []byte, rxLocked bool) bool {
+	n := c.n
+	if !rxLocked {
+		n.rxMu.Lock()
+		defer n.rxMu.Unlock()
+	}
+	if n.stopped {
+		return false
+	}
+	n.st.recv.Add(1)
+	n.inHandler.Store(true)
+	n.h(c.peer, h, p)
+	n.inHandler.Store(false)
+	return true
+}
+
+// poll reads and delivers what has arrived on c unless another goroutine is
+// at it (a Poll, with n.rxMu held). It returns how many frames it delivered.
+func (c *tcpConn) poll() int {
+	if !c.rmu.TryLock() {
+		return 0
+	}
+	before := c.n.st.recv.Load()
+	c.rx.polled++
+	c.pres = rxAgain
+	if c.raw.Control(c.pollFn) != nil {
+		c.pres = rxAgain // closed: the reader tears down
+	}
+	res := c.pres
+	c.rmu.Unlock()
+	if res == rxEnd {
+		c.shut() // the reader sees the socket closed and tears down
+	}
+	return int(c.n.st.recv.Load() - before)
+}
+
+// pollFD is poll's RawConn.Control callback.
+func (c *tcpConn) pollFD(fd uintptr) { c.pres = c.pump(int(fd), true) }
+
+// pollTCP polls every TCP connection; n.rxMu held.
+func (n *Net) pollTCP() int {
+	k := 0
+	for _, c := range *n.tcpList.Load() {
+		k += c.poll()
+	}
+	return k
+}
+
+// readFD is the reader's RawConn.Read callback: it pumps c when no poller
+// does, and reports false (park in the netpoller until the socket is
+// readable) while there is nothing to read. When pollers keep pumping c, it
+// reports true with rx.park set: the reader then waits off the netpoller (a
+// poller's PollStop or parkFor ends it), so that arrivals do not wake it.
+func (c *tcpConn) readFD(fd uintptr) bool {
+	n := c.n
+	st := n.stops.Load() // before polled: see progressLoop
+	if !c.rmu.TryLock() {
+		return false // a poller reads to EAGAIN: a later arrival wakes us
+	}
+	x := &c.rx
+	x.res = c.pump(int(fd), false)
+	d := x.polled - x.seen
+	x.seen = x.polled
+	x.park = x.res == rxAgain && d >= parkMin && st == x.stops
+	x.stops = st
+	c.rmu.Unlock()
+	return x.res == rxEnd || x.park
+}
+
+// reader waits for the socket to be readable and pumps it (readFD) while no
+// poller does; it tears the connection down when its stream ends.
 func (c *tcpConn) reader() {
 	n := c.n
 	defer n.wg.Done()
 	defer func() {
 		c.shut()
 		n.dropConn(c.peer.ID, c, nil)
-		n.mu.Lock()
-		delete(n.tcps, c)
-		n.mu.Unlock()
+		n.dropTCP(c)
 	}()
-	buf := make([]byte, tcpReadBuf)
-	var big []byte
-	var hdr [MaxHeaderSize]byte
-	r, w := 0, 0
-	fill := func(need int) error { // ensure buf[r:w] holds need bytes
-		if r+need > len(buf) {
-			copy(buf, buf[r:w])
-			w -= r
-			r = 0
-		}
-		for w-r < need {
-			k, err := c.c.Read(buf[w:])
-			if k > 0 {
-				w += k
-				continue
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	deliver := func(h, p []byte) bool {
-		n.rxMu.Lock()
-		defer n.rxMu.Unlock()
-		if n.stopped {
-			return false
-		}
-		n.st.recv.Add(1)
-		n.inHandler.Store(true)
-		n.h(c.peer, h, p)
-		n.inHandler.Store(false)
-		return true
-	}
 	for {
-		if err := fill(tcpFrameSize); err != nil {
-			c.lost(err)
-			return
-		}
-		hl, pl, err := decodeTCPHeader(buf[r : r+tcpFrameSize])
+		err := c.raw.Read(c.readFn)
+		c.rmu.Lock()
+		ended, park := c.rx.ended, c.rx.park
+		c.rx.ended = c.rx.ended || err != nil
+		c.rmu.Unlock()
 		if err != nil {
-			n.st.malformed.Add(1)
-			return
-		}
-		r += tcpFrameSize
-		if hl+pl <= len(buf) {
-			if err := fill(hl + pl); err != nil {
+			if !ended {
 				c.lost(err)
-				return
 			}
-			if !deliver(buf[r:r+hl:r+hl], buf[r+hl:r+hl+pl:r+hl+pl]) {
-				return
+			return
+		}
+		if ended {
+			return
+		}
+		if park {
+			n.readersParked.Add(1)
+			if !n.closed.Load() {
+				shm.FutexWait(&n.stops, c.rx.stops, parkFor)
 			}
-			r += hl + pl
-			continue
-		}
-		if err := fill(hl); err != nil {
-			c.lost(err)
-			return
-		}
-		copy(hdr[:], buf[r:r+hl])
-		r += hl
-		if cap(big) < pl {
-			big = make([]byte, pl)
-		}
-		p := big[:pl:pl]
-		k := copy(p, buf[r:w])
-		r += k
-		if _, err := io.ReadFull(c.c, p[k:]); err != nil {
-			c.lost(err)
-			return
-		}
-		if !deliver(hdr[:hl:hl], p) {
-			return
-		}
-		if cap(big) > 64<<20 {
-			big = nil
+			n.readersParked.Add(-1)
 		}
 	}
+}
+
+// dropTCP forgets c (Close's list, the pollers' list).
+func (n *Net) dropTCP(c *tcpConn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.tcps, c)
+	var l []*tcpConn
+	for _, x := range *n.tcpList.Load() {
+		if x != c {
+			l = append(l, x)
+		}
+	}
+	n.tcpList.Store(&l)
 }
 
 // lost counts a connection that ended other than by our Close.

@@ -27,3 +27,16 @@ func writev(fd int, iov *[3][]byte) (int, error) {
 	}
 	return int(r), nil
 }
+
+// readNB is one read(2) of the non-blocking socket fd into b (not empty), as a
+// raw system call (it cannot block), as gex's tcp conduit reads: a goroutine that polls
+// sockets in a loop through unix.Read enters and leaves the scheduler's
+// syscall state each time, which keeps sysmon waking every 20 us and cost
+// a context switch or more per round trip (docs/ptlnet.md).
+func readNB(fd int, b []byte) (int, error) {
+	k, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(k), nil
+}
