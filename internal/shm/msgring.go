@@ -290,7 +290,7 @@ func (q *MsgRing) ReserveOne(n int) (data []byte, ticket Ticket, ok bool) {
 		storeRelease64(q.wordAt(pos), commitWord(pos, total-k, mrFlagPad))
 		start = pos + total - k
 	}
-	return q.data(start, k), Ticket{start, k}, true
+	return q.data(start, k), Ticket{start, k, q.wordAt(start)}, true
 }
 
 // Commit publishes the message of ticket: every write to its data made
