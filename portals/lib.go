@@ -96,6 +96,7 @@ type physNI struct {
 	// the live CTs and MDs, found without mu (fastpath.go)
 	fastCTs fastIndex[ctObj]
 	fastMDs fastIndex[mdObj]
+	fastEQs fastIndex[eqObj]
 }
 
 func (p *physNI) close() {
@@ -293,7 +294,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 // teardownLocked frees everything of the NI: pending operations and incoming traffic for
 // it are undefined afterwards (§3.6.3); here incoming traffic is dropped.
 func (ni *logicalNI) teardownLocked() {
-	ni.eqs.each(func(q *eqObj) { q.freed = true })
+	ni.eqs.each(func(q *eqObj) { q.freed.Store(true) })
 	ni.cts.each(func(c *ctObj) { c.freed.Store(true) })
 	ni.mds.each(func(m *mdObj) { m.released.Store(true) })
 	ni.p.posted = true

@@ -393,18 +393,25 @@ func (ni *logicalNI) deliver(src ptlnet.Peer, h wireHdr, payload []byte, pt *ptE
 		e.localOff = off + ml
 	}
 	if wantEvent {
-		ev := Event{Start: e.slice(off, ml), UserPtr: e.userPtr, RLength: rlen, MLength: ml, RemoteOffset: h.roff(),
-			UID: UID(src.UID), Initiator: init, Type: targetKinds[op], List: e.list, PTIndex: idx, NIFail: NIOK}
-		if ni.matching {
-			ev.MatchBits = h.bits()
+		if ev := pt.eq.slot(); ev != nil { // filled in place (§3.13.1), then published
+			var bits MatchBits
+			if ni.matching {
+				bits = h.bits()
+			}
+			var hdrData uint64
+			if op != opGet {
+				hdrData = h.hdrData()
+			}
+			var aop AtomicOp
+			var adt Datatype
+			if atomicOp {
+				aop, adt = h.aop(), h.dt()
+			}
+			*ev = Event{Start: e.slice(off, ml), UserPtr: e.userPtr, HdrData: hdrData, MatchBits: bits, RLength: rlen,
+				MLength: ml, RemoteOffset: h.roff(), UID: UID(src.UID), Initiator: init, Type: targetKinds[op],
+				List: e.list, PTIndex: idx, NIFail: NIOK, AtomicOp: aop, AtomicType: adt}
+			pt.eq.commit()
 		}
-		if op != opGet {
-			ev.HdrData = h.hdrData()
-		}
-		if atomicOp {
-			ev.AtomicOp, ev.AtomicType = h.aop(), h.dt()
-		}
-		pt.eq.post(&ev)
 	}
 	if e.opts&EventCTComm != 0 {
 		e.ct.add(e.ctAmount(ml), 0)
