@@ -393,23 +393,21 @@ func (ni *logicalNI) deliver(src ptlnet.Peer, h wireHdr, payload []byte, pt *ptE
 		e.localOff = off + ml
 	}
 	if wantEvent {
-		if ev := pt.eq.slot(); ev != nil { // filled in place (§3.13.1), then published
-			var bits MatchBits
+		if ev := pt.eq.slot(); ev != nil {
+			// Filled in place, every field (§3.13.1: those not defined for the event
+			// kind are 0), then published by commit.
+			ev.Start, ev.UserPtr, ev.RLength, ev.MLength, ev.RemoteOffset = e.slice(off, ml), e.userPtr, rlen, ml, h.roff()
+			ev.UID, ev.Initiator, ev.Type, ev.List, ev.PTIndex, ev.NIFail = UID(src.UID), init, targetKinds[op], e.list, idx, NIOK
+			ev.MatchBits, ev.HdrData, ev.AtomicOp, ev.AtomicType = 0, 0, 0, 0
 			if ni.matching {
-				bits = h.bits()
+				ev.MatchBits = h.bits()
 			}
-			var hdrData uint64
 			if op != opGet {
-				hdrData = h.hdrData()
+				ev.HdrData = h.hdrData()
 			}
-			var aop AtomicOp
-			var adt Datatype
 			if atomicOp {
-				aop, adt = h.aop(), h.dt()
+				ev.AtomicOp, ev.AtomicType = h.aop(), h.dt()
 			}
-			*ev = Event{Start: e.slice(off, ml), UserPtr: e.userPtr, HdrData: hdrData, MatchBits: bits, RLength: rlen,
-				MLength: ml, RemoteOffset: h.roff(), UID: UID(src.UID), Initiator: init, Type: targetKinds[op],
-				List: e.list, PTIndex: idx, NIFail: NIOK, AtomicOp: aop, AtomicType: adt}
 			pt.eq.commit()
 		}
 	}

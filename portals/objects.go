@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gexgo/gexgo/internal/shm"
 )
@@ -268,7 +269,8 @@ type eqRing struct {
 
 type eqSlot struct {
 	ev   Event
-	done atomic.Uint64 // 1 + the position whose event was last taken or dropped
+	done atomic.Uint64                                      // 1 + the position whose event was last taken or dropped
+	_    [(128 - (unsafe.Sizeof(Event{})+8)%128) % 128]byte // whole cache lines per slot (a large ring is page-aligned)
 }
 
 const (
