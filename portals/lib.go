@@ -150,6 +150,11 @@ type logicalNI struct {
 	fastMap atomic.Pointer[[]ProcessID] // mapping, for puts without mu (fastpath.go)
 	rankOf  map[ptlnet.PhysID]Rank
 	myRank  Rank
+	// the last sender's rank (one map lookup fewer per message of a conversation);
+	// valid while lastOK, cleared with a new map; under p.mu
+	lastSrc  ptlnet.PhysID
+	lastRank Rank
+	lastOK   bool
 }
 
 // Default limits: each meets the Portals 4.3 minimum (§3.6.1: max_pt_index ≥ 249,
@@ -462,6 +467,7 @@ func (ni *logicalNI) setMapLocked(mapping []ProcessID) {
 	ni.mapping = append([]ProcessID(nil), mapping...)
 	ni.fastMap.Store(&ni.mapping)
 	ni.rankOf = make(map[ptlnet.PhysID]Rank, len(mapping))
+	ni.lastOK = false
 	ni.myRank = RankAny
 	for i := len(mapping) - 1; i >= 0; i-- {
 		id := ptlnet.PhysID{NID: uint32(mapping[i].NID), PID: uint32(mapping[i].PID)}

@@ -263,12 +263,17 @@ func (ni *logicalNI) recvRequest(src ptlnet.Peer, h wireHdr, payload []byte) {
 			ni.holdEarly(src, h, payload)
 			return
 		}
-		r, ok := ni.rankOf[src.ID]
-		if !ok {
-			ni.sr[SRDropCount].Add(1) // not in this NI's map: no rank to report
-			return
+		if ni.lastOK && src.ID == ni.lastSrc {
+			init.Rank = ni.lastRank
+		} else {
+			r, ok := ni.rankOf[src.ID]
+			if !ok {
+				ni.sr[SRDropCount].Add(1) // not in this NI's map: no rank to report
+				return
+			}
+			init.Rank = r
+			ni.lastSrc, ni.lastRank, ni.lastOK = src.ID, r, true
 		}
-		init.Rank = r
 	} else {
 		init.NID, init.PID = NID(src.ID.NID), PID(src.ID.PID)
 	}
