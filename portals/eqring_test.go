@@ -183,3 +183,44 @@ func eqTakeConsumers(t *testing.T, count uint64) {
 		t.Logf("count %d: %d of %d taken", count, len(got), n)
 	}
 }
+
+// TestInitiatorRankSenders: a logical NI reports each sender's rank (§3.6.6) with messages
+// from two senders interleaved (the last sender's rank is remembered) and after PtlSetMap
+// gives the senders other ranks.
+func TestInitiatorRankSenders(t *testing.T) {
+	ok(t, Init())
+	defer Fini()
+	var nis [3]NIHandle
+	var ids []ProcessID
+	for i := range nis {
+		h, _, err := NIInit(Interface(i), NIMatching|NILogical, PIDAny, nil)
+		ok(t, err)
+		defer h.Fini()
+		nis[i] = h
+		ids = append(ids, must(h.PhysID()))
+	}
+	for _, h := range nis {
+		ok(t, h.SetMap(ids))
+	}
+	q := must(nis[0].EQAlloc(64))
+	pt := must(nis[0].PTAlloc(0, q, PTAny))
+	must(nis[0].MEAppend(pt, &ME{Buf: make([]byte, 8), UID: UIDAny, Options: OpPut | EventLinkDisable,
+		MatchID: RankID(RankAny)}, PriorityList, 0))
+	var mds [3]MDHandle
+	for i := 1; i < 3; i++ {
+		mds[i] = must(nis[i].MDBind(MD{Buf: make([]byte, 8)}))
+	}
+	check := func(from []int, rankOf func(int) Rank) {
+		t.Helper()
+		for _, s := range from {
+			ok(t, Put(mds[s], 0, 8, NoAckReq, RankID(0), pt, 0, 0, 0, 0))
+			ev := must(q.Wait())
+			if ev.Initiator.Rank != rankOf(s) {
+				t.Fatalf("a put from NI %d reports rank %d, want %d", s, ev.Initiator.Rank, rankOf(s))
+			}
+		}
+	}
+	check([]int{1, 2, 2, 1, 2, 1, 1}, func(s int) Rank { return Rank(s) })
+	ok(t, nis[0].SetMap([]ProcessID{ids[0], ids[2], ids[1]}))
+	check([]int{1, 1, 2, 1}, func(s int) Rank { return Rank(3 - s) })
+}
