@@ -362,8 +362,13 @@ func (q *eqObj) slot() *Event {
 
 // commit publishes the event filled in at slot(); with p.mu held.
 func (q *eqObj) commit() {
-	shm.StoreRelease64(&q.tail, q.tail.Load()+1)
+	t := q.tail.Load() + 1
+	shm.StoreRelease64(&q.tail, t)
 	q.ni.p.posted = true
+	// Bring the next event's slot into cache now, off the next message's path (the
+	// load's value is not used, so it does not hold up what follows).
+	r := q.ring.Load()
+	_ = r.slots[t&r.mask].done.Load()
 }
 
 // take removes the oldest event, with or without p.mu: ok false when there is none;
