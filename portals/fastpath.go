@@ -82,6 +82,19 @@ func liveCT(h CTHandle) *ctObj {
 	return c
 }
 
+// liveEQ is liveCT for EQs (PtlEQGet, PtlEQWait and PtlEQPoll take events without the lock).
+func liveEQ(h EQHandle) *eqObj {
+	p := physOf(Handle(h), kindEQ)
+	if p == nil {
+		return nil
+	}
+	q := p.fastEQs.find(Handle(h))
+	if q == nil || q.h != h || q.freed.Load() {
+		return nil
+	}
+	return q
+}
+
 // liveMD is liveCT for MDs.
 func liveMD(h MDHandle) *mdObj {
 	p := physOf(Handle(h), kindMD)

@@ -96,6 +96,7 @@ type physNI struct {
 	// the live CTs and MDs, found without mu (fastpath.go)
 	fastCTs fastIndex[ctObj]
 	fastMDs fastIndex[mdObj]
+	fastEQs fastIndex[eqObj]
 }
 
 func (p *physNI) close() {
@@ -149,6 +150,11 @@ type logicalNI struct {
 	fastMap atomic.Pointer[[]ProcessID] // mapping, for puts without mu (fastpath.go)
 	rankOf  map[ptlnet.PhysID]Rank
 	myRank  Rank
+	// the last sender's rank (one map lookup fewer per message of a conversation);
+	// valid while lastOK, cleared with a new map; under p.mu
+	lastSrc  ptlnet.PhysID
+	lastRank Rank
+	lastOK   bool
 }
 
 // Default limits: each meets the Portals 4.3 minimum (§3.6.1: max_pt_index ≥ 249,
@@ -293,7 +299,7 @@ func NIInit(iface Interface, options NIOptions, pid PID, desired *Limits) (NIHan
 // teardownLocked frees everything of the NI: pending operations and incoming traffic for
 // it are undefined afterwards (§3.6.3); here incoming traffic is dropped.
 func (ni *logicalNI) teardownLocked() {
-	ni.eqs.each(func(q *eqObj) { q.freed = true })
+	ni.eqs.each(func(q *eqObj) { q.freed.Store(true) })
 	ni.cts.each(func(c *ctObj) { c.freed.Store(true) })
 	ni.mds.each(func(m *mdObj) { m.released.Store(true) })
 	ni.p.posted = true
@@ -461,6 +467,7 @@ func (ni *logicalNI) setMapLocked(mapping []ProcessID) {
 	ni.mapping = append([]ProcessID(nil), mapping...)
 	ni.fastMap.Store(&ni.mapping)
 	ni.rankOf = make(map[ptlnet.PhysID]Rank, len(mapping))
+	ni.lastOK = false
 	ni.myRank = RankAny
 	for i := len(mapping) - 1; i >= 0; i-- {
 		id := ptlnet.PhysID{NID: uint32(mapping[i].NID), PID: uint32(mapping[i].PID)}

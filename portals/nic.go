@@ -263,12 +263,17 @@ func (ni *logicalNI) recvRequest(src ptlnet.Peer, h wireHdr, payload []byte) {
 			ni.holdEarly(src, h, payload)
 			return
 		}
-		r, ok := ni.rankOf[src.ID]
-		if !ok {
-			ni.sr[SRDropCount].Add(1) // not in this NI's map: no rank to report
-			return
+		if ni.lastOK && src.ID == ni.lastSrc {
+			init.Rank = ni.lastRank
+		} else {
+			r, ok := ni.rankOf[src.ID]
+			if !ok {
+				ni.sr[SRDropCount].Add(1) // not in this NI's map: no rank to report
+				return
+			}
+			init.Rank = r
+			ni.lastSrc, ni.lastRank, ni.lastOK = src.ID, r, true
 		}
-		init.Rank = r
 	} else {
 		init.NID, init.PID = NID(src.ID.NID), PID(src.ID.PID)
 	}
@@ -393,18 +398,23 @@ func (ni *logicalNI) deliver(src ptlnet.Peer, h wireHdr, payload []byte, pt *ptE
 		e.localOff = off + ml
 	}
 	if wantEvent {
-		ev := Event{Start: e.slice(off, ml), UserPtr: e.userPtr, RLength: rlen, MLength: ml, RemoteOffset: h.roff(),
-			UID: UID(src.UID), Initiator: init, Type: targetKinds[op], List: e.list, PTIndex: idx, NIFail: NIOK}
-		if ni.matching {
-			ev.MatchBits = h.bits()
+		if ev := pt.eq.slot(); ev != nil {
+			// Filled in place, every field (§3.13.1: those not defined for the event
+			// kind are 0), then published by commit.
+			ev.Start, ev.UserPtr, ev.RLength, ev.MLength, ev.RemoteOffset = e.slice(off, ml), e.userPtr, rlen, ml, h.roff()
+			ev.UID, ev.Initiator, ev.Type, ev.List, ev.PTIndex, ev.NIFail = UID(src.UID), init, targetKinds[op], e.list, idx, NIOK
+			ev.MatchBits, ev.HdrData, ev.AtomicOp, ev.AtomicType = 0, 0, 0, 0
+			if ni.matching {
+				ev.MatchBits = h.bits()
+			}
+			if op != opGet {
+				ev.HdrData = h.hdrData()
+			}
+			if atomicOp {
+				ev.AtomicOp, ev.AtomicType = h.aop(), h.dt()
+			}
+			pt.eq.commit()
 		}
-		if op != opGet {
-			ev.HdrData = h.hdrData()
-		}
-		if atomicOp {
-			ev.AtomicOp, ev.AtomicType = h.aop(), h.dt()
-		}
-		pt.eq.post(&ev)
 	}
 	if e.opts&EventCTComm != 0 {
 		e.ct.add(e.ctAmount(ml), 0)

@@ -1,10 +1,12 @@
 package portals
 
 import (
+	"math/bits"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gexgo/gexgo/internal/shm"
 )
@@ -235,72 +237,166 @@ func (h MDHandle) Release() error {
 
 // ---- Event queues (Portals 4.3 §3.13) ----
 
+// An EQ is a ring of events written by the NIC (one producer: with the NI lock held) and
+// taken without the lock by any number of consumers (PtlEQGet, PtlEQWait, PtlEQPoll). Events
+// have positions 0, 1, 2, ...; tail is the position of the next event, the ring's head word
+// the position of the oldest one (shifted left 2) with two flags: eqDropBit, set when the
+// NIC overwrote the oldest event of a full EQ (§3.13.5), so the next take reports
+// PTL_EQ_DROPPED with the event that followed the lost one; eqRetiredBit, set when the ring
+// was replaced by a larger one. A consumer claims the oldest event with a compare-and-swap
+// on the head word, then copies it out of its slot and stores the slot's done word; the NIC
+// does not write a slot again before its last event was dropped by the NIC itself or done,
+// so a copy never overlaps a write.
 type eqObj struct {
 	ni       *logicalNI
 	h        EQHandle
-	ring     []Event
-	head, n  int
-	dropped  bool
-	reserved int // slots kept for PTL_EVENT_PT_DISABLED of flow-controlled PTs
+	ring     atomic.Pointer[eqRing]
+	tail     atomic.Uint64 // written under the NI lock
+	cap      uint64        // the EQ's size: count at PtlEQAlloc, plus the reserved slots ever added
+	reserved int           // slots kept for PTL_EVENT_PT_DISABLED of flow-controlled PTs
 	attached int
-	freed    bool
-	// avail mirrors n for a single-EQ wait's look without the lock (EQPoll):
-	// stored with a release store (no locked instruction) under the lock
-	// wherever n changes, read as a hint only.
-	avail atomic.Uintptr
+	freed    atomic.Bool // written under the NI lock
 }
 
+// eqRing is an EQ's ring of slots, a power of two at least the EQ's size: position i is in
+// slot i&mask (no division per event).
+type eqRing struct {
+	head  atomic.Uint64 // oldest position<<2 | eqDropBit | eqRetiredBit
+	base  uint64        // the oldest position this ring held when made (none before it is in it)
+	mask  uint64
+	slots []eqSlot
+}
+
+type eqSlot struct {
+	ev   Event
+	done atomic.Uint64                                      // 1 + the position whose event was last taken or dropped
+	_    [(128 - (unsafe.Sizeof(Event{})+8)%128) % 128]byte // whole cache lines per slot (a large ring is page-aligned)
+}
+
+const (
+	eqDropBit    = 1
+	eqRetiredBit = 2
+)
+
+func newEQRing(size, base uint64) *eqRing {
+	n := uint64(1) << bits.Len64(size-1)
+	r := &eqRing{base: base, mask: n - 1, slots: make([]eqSlot, n)}
+	r.head.Store(base << 2)
+	return r
+}
+
+// grow makes the EQ k events larger; with p.mu held. When its ring is too small it is
+// replaced, the old one retired first (no consumer claims from it afterwards); a consumer
+// that claimed from it before copies from it, which the NIC no longer writes.
 func (q *eqObj) grow(k int) {
-	r := make([]Event, len(q.ring)+k)
-	for i := 0; i < q.n; i++ {
-		r[i] = q.ring[(q.head+i)%len(q.ring)]
+	q.cap += uint64(k)
+	old := q.ring.Load()
+	if q.cap <= uint64(len(old.slots)) {
+		return
 	}
-	q.ring, q.head = r, 0
+	var hw uint64
+	for {
+		hw = old.head.Load()
+		if old.head.CompareAndSwap(hw, hw|eqRetiredBit) {
+			break
+		}
+	}
+	h, t := hw>>2, q.tail.Load()
+	r := newEQRing(q.cap, h)
+	r.head.Store(hw &^ eqRetiredBit)
+	for i := h; i < t; i++ {
+		r.slots[i&r.mask].ev = old.slots[i&old.mask].ev
+	}
+	q.ring.Store(r)
 }
 
 // full reports whether a flow-controlled PT must treat the EQ as full (§3.13.5: the slots
-// reserved for PT_DISABLED do not count as free).
-func (q *eqObj) full() bool { return q.n >= len(q.ring)-q.reserved }
-
-// post appends an event. When the ring is full the oldest event is overwritten and the next
-// successful EQGet/EQWait/EQPoll returns PTL_EQ_DROPPED (§3.13.5, §3.13.7).
-func (q *eqObj) post(ev *Event) {
-	if q == nil || q.freed {
-		return
-	}
-	if q.n == len(q.ring) {
-		q.head = (q.head + 1) % len(q.ring)
-		q.n--
-		q.dropped = true
-	}
-	i := q.head + q.n
-	if i >= len(q.ring) {
-		i -= len(q.ring)
-	}
-	q.ring[i] = *ev
-	q.n++
-	shm.StoreReleaseUintptr(&q.avail, uintptr(q.n))
-	q.ni.p.posted = true
+// reserved for PT_DISABLED do not count as free); with p.mu held.
+func (q *eqObj) full() bool {
+	h := q.ring.Load().head.Load() >> 2
+	return q.tail.Load()-h >= q.cap-uint64(q.reserved)
 }
 
-// take removes the oldest event; with p.mu held.
-func (q *eqObj) take(ev *Event) (bool, error) {
-	if q.n == 0 {
-		return false, nil
+// post appends an event; with p.mu held. When the EQ is full the oldest event is
+// overwritten and the next successful EQGet/EQWait/EQPoll returns PTL_EQ_DROPPED (§3.13.5,
+// §3.13.7).
+func (q *eqObj) post(ev *Event) {
+	if s := q.slot(); s != nil {
+		*s = *ev
+		q.commit()
 	}
-	*ev = q.ring[q.head]
-	q.ring[q.head] = Event{}
-	q.head++
-	if q.head == len(q.ring) {
-		q.head = 0
+}
+
+// slot returns the slot of the next event for the NIC to fill, then commit; nil when the
+// EQ is gone (nothing to post); with p.mu held.
+func (q *eqObj) slot() *Event {
+	if q == nil || q.freed.Load() {
+		return nil
 	}
-	q.n--
-	shm.StoreReleaseUintptr(&q.avail, uintptr(q.n))
-	if q.dropped {
-		q.dropped = false
-		return true, errEQDropped
+	r := q.ring.Load()
+	t := q.tail.Load()
+	for {
+		hw := r.head.Load()
+		h := hw >> 2
+		if t-h < q.cap {
+			break
+		}
+		// Full: the NIC drops the oldest event itself (no consumer can claim it now).
+		if r.head.CompareAndSwap(hw, (h+1)<<2|eqDropBit) {
+			shm.StoreRelease64(&r.slots[h&r.mask].done, h+1)
+			break
+		}
 	}
-	return true, nil
+	s := &r.slots[t&r.mask]
+	if prev := t - uint64(len(r.slots)); t >= uint64(len(r.slots)) && prev >= r.base {
+		// The slot's last event left the EQ (t-h < cap ≤ len), but a consumer that
+		// claimed it may still be copying it out (without the lock).
+		for i := 0; s.done.Load() != prev+1; i++ {
+			if i&15 == 15 {
+				runtime.Gosched()
+			}
+		}
+	}
+	return &s.ev
+}
+
+// commit publishes the event filled in at slot(); with p.mu held.
+func (q *eqObj) commit() {
+	t := q.tail.Load() + 1
+	shm.StoreRelease64(&q.tail, t)
+	q.ni.p.posted = true
+	// Bring the next event's slot into cache now, off the next message's path (the
+	// load's value is not used, so it does not hold up what follows).
+	r := q.ring.Load()
+	_ = r.slots[t&r.mask].done.Load()
+}
+
+// take removes the oldest event, with or without p.mu: ok false when there is none;
+// ErrEQDropped with it when events were lost since the last take.
+func (q *eqObj) take(ev *Event) (ok bool, err error) {
+	for {
+		r := q.ring.Load()
+		hw := r.head.Load()
+		if hw&eqRetiredBit != 0 {
+			runtime.Gosched() // grow (under the NI lock) is replacing the ring
+			continue
+		}
+		h := hw >> 2
+		if h >= q.tail.Load() {
+			return false, nil
+		}
+		if !r.head.CompareAndSwap(hw, (h+1)<<2) {
+			continue
+		}
+		s := &r.slots[h&r.mask]
+		*ev = s.ev
+		s.ev.Start = nil // the slot keeps no reference to the entry's buffer
+		shm.StoreRelease64(&s.done, h+1)
+		if hw&eqDropBit != 0 {
+			return true, errEQDropped
+		}
+		return true, nil
+	}
 }
 
 // EQAlloc implements PtlEQAlloc (Portals 4.3 §3.13.5): an event queue of at least count
@@ -315,12 +411,14 @@ func (h NIHandle) EQAlloc(count uint64) (EQHandle, error) {
 	if count == 0 || count > 1<<24 {
 		return 0, errf(ErrArgInvalid, fn, "count "+strconv.FormatUint(count, 10)+" is not in [1, 2^24]")
 	}
-	q := &eqObj{ni: ni, ring: make([]Event, count)}
+	q := &eqObj{ni: ni, cap: count}
+	q.ring.Store(newEQRing(count, 0))
 	slot, gen, ok := ni.eqs.alloc(q)
 	if !ok {
 		return 0, errf(ErrNoSpace, fn, "max_eqs "+strconv.Itoa(ni.lim.MaxEQs)+" EQs are allocated")
 	}
 	q.h = EQHandle(mkHandle(kindEQ, p.iface, ni.idx, gen, slot))
+	p.fastEQs.publish(Handle(q.h), q)
 	return q.h, nil
 }
 
@@ -373,7 +471,8 @@ func (h EQHandle) Free() error {
 	if q.attached > 0 {
 		return errf(ErrArgInvalid, fn, "the EQ is still used by "+strconv.Itoa(q.attached)+" MDs or portal table entries")
 	}
-	q.freed = true
+	q.freed.Store(true)
+	p.fastEQs.forget(Handle(h), q)
 	q.ni.eqs.release(Handle(h).slot())
 	p.wakeLocked()
 	return nil
@@ -383,30 +482,37 @@ func (h EQHandle) Free() error {
 // ErrEQEmpty when there is none; ErrEQDropped comes with a valid event when events were
 // lost since the last successful Get.
 func (h EQHandle) Get() (Event, error) {
+	const fn = "PtlEQGet"
 	var ev Event
-	q, p, err := lockEQ(h, "PtlEQGet")
-	if err != nil {
-		return ev, err
-	}
-	ok, derr := q.take(&ev)
-	p.mu.Unlock()
-	if !ok {
-		p.net.Poll()
-		if q, p, err = lockEQ(h, "PtlEQGet"); err != nil {
+	q := liveEQ(h)
+	if q == nil {
+		var p *physNI
+		var err error
+		if q, p, err = lockEQ(h, fn); err != nil {
 			return ev, err
 		}
-		ok, derr = q.take(&ev)
 		p.mu.Unlock()
-		if !ok {
-			return ev, errEQEmpty
-		}
 	}
-	return ev, derr
+	if ok, derr := q.take(&ev); ok {
+		return ev, derr
+	}
+	q.ni.p.net.Poll()
+	if q.freed.Load() {
+		return ev, errf(ErrArgInvalid, fn, "eq_handle names a freed EQ")
+	}
+	if ok, derr := q.take(&ev); ok {
+		return ev, derr
+	}
+	return ev, errEQEmpty
 }
 
 // Wait implements PtlEQWait (Portals 4.3 §3.13.8): it blocks until an event arrives.
-func (h EQHandle) Wait() (Event, error) {
-	ev, _, err := EQPoll([]EQHandle{h}, TimeForever)
+func (h EQHandle) Wait() (ev Event, err error) {
+	if q := liveEQ(h); q != nil {
+		_, err = eqWaitOne(q, TimeForever, &ev)
+		return ev, err
+	}
+	ev, _, err = EQPoll([]EQHandle{h}, TimeForever)
 	return ev, err
 }
 
@@ -423,6 +529,12 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 	if len(eqs) == 0 {
 		return ev, -1, errf(ErrArgInvalid, fn, "size is 0")
 	}
+	if len(eqs) == 1 {
+		if q0 := liveEQ(eqs[0]); q0 != nil {
+			which, err := eqWaitOne(q0, timeout, &ev)
+			return ev, which, err
+		}
+	}
 	q0, p, err := lockEQ(eqs[0], fn)
 	if err != nil {
 		return ev, -1, err
@@ -435,36 +547,14 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 			return ev, -1, errf(ErrArgInvalid, fn, "eq_handles["+strconv.Itoa(i)+"] is not a live EQ of the physical NI of eq_handles[0]")
 		}
 	}
-	var ready func() bool
-	if len(eqs) == 1 {
-		// One EQ: take an event already there under this lock, and let the
-		// spin look at the EQ's count without the lock (a hint: the locked
-		// try decides), instead of at the NI's wake-ups.
-		if ok, derr := q0.take(&ev); ok {
-			p.mu.Unlock()
-			return ev, 0, derr
-		}
-		ready = func() bool { return q0.avail.Load() != 0 }
-	}
 	p.mu.Unlock()
+	if len(eqs) == 1 {
+		which, err := eqWaitOne(q0, timeout, &ev) // freed since liveEQ looked: the try reports it
+		return ev, which, err
+	}
 	which := -1
 	var derr error
-	err = p.waitFor(timeout, nil, ready, func() (bool, error) {
-		if len(eqs) == 1 {
-			// q0 is the EQ's object: freed is set under the lock when the EQ
-			// or its NI goes (PtlEQFree, PtlNIFini), before its slot is reused.
-			if p.nis[Handle(eqs[0]).niIndex()] == nil {
-				return true, errf(ErrArgInvalid, fn, "an EQ's NI was finalized")
-			}
-			if q0.freed {
-				return true, errf(ErrArgInvalid, fn, "an EQ was freed")
-			}
-			var ok bool
-			if ok, derr = q0.take(&ev); ok {
-				which = 0
-			}
-			return ok, nil
-		}
+	err = p.waitFor(timeout, nil, nil, func() (bool, error) {
 		for i, h := range eqs {
 			hh := Handle(h)
 			ni := p.nis[hh.niIndex()]
@@ -490,6 +580,43 @@ func EQPoll(eqs []EQHandle, timeout time.Duration) (Event, int, error) {
 		return ev, -1, errEQEmpty
 	}
 	return ev, which, derr
+}
+
+// eqWaitOne is EQPoll on the one EQ q (found live) into *ev: it takes an event without the NI lock,
+// and the spin of the wait tries to take one at each look, as CTWait reads its counter. A
+// freed EQ (PtlEQFree or PtlNIFini, which mark it under the lock) is reported by the locked
+// try.
+func eqWaitOne(q *eqObj, timeout time.Duration, ev *Event) (int, error) {
+	const fn = "PtlEQPoll"
+	if ok, derr := q.take(ev); ok {
+		return 0, derr
+	}
+	p := q.ni.p
+	which := -1
+	var derr error
+	try := func() bool {
+		if q.freed.Load() {
+			return false
+		}
+		ok, err := q.take(ev)
+		if ok {
+			which, derr = 0, err
+		}
+		return ok
+	}
+	err := p.waitFor(timeout, try, nil, func() (bool, error) {
+		if q.freed.Load() {
+			return true, errf(ErrArgInvalid, fn, "an EQ was freed or its NI finalized")
+		}
+		return try(), nil
+	})
+	if err != nil {
+		return -1, err
+	}
+	if which < 0 {
+		return -1, errEQEmpty
+	}
+	return which, derr
 }
 
 // ---- Counting events (Portals 4.3 §3.14) ----

@@ -379,7 +379,7 @@ type report struct {
 }
 
 func (r *report) lat(name string, d time.Duration) {
-	r.rows = append(r.rows, [3]string{name, fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1000), "us"})
+	r.rows = append(r.rows, [3]string{name, fmt.Sprintf("%.3f", float64(d.Nanoseconds())/1000), "us"})
 }
 
 func (r *report) rate(name string, v float64) {

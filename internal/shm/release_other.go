@@ -14,3 +14,6 @@ func StoreReleaseUintptr(w *atomic.Uintptr, v uintptr) { w.Store(v) }
 func commitStore(w *atomic.Uint64, v uint64, rel bool) { w.Store(v) }
 
 func storeRelease32(w *atomic.Uint32, v uint32) { w.Store(v) }
+
+// StoreRelease64 stores v into *w with (at least) release ordering.
+func StoreRelease64(w *atomic.Uint64, v uint64) { w.Store(v) }

@@ -52,3 +52,11 @@ func commitStore(w *atomic.Uint64, v uint64, rel bool) {
 func storeRelease32(w *atomic.Uint32, v uint32) {
 	*(*uint32)(unsafe.Pointer(w)) = v
 }
+
+// StoreRelease64 is storeRelease64 for other packages: a release store of a
+// word written by one goroutine at a time, read with atomic loads.
+//
+//go:noinline
+func StoreRelease64(w *atomic.Uint64, v uint64) {
+	*(*uint64)(unsafe.Pointer(w)) = v
+}
