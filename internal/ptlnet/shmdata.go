@@ -276,13 +276,13 @@ func (c *shmConn) drain(n *Net, max int) int {
 		return 0
 	}
 	k, got := 0, 0
+	var f slotFrame
 	for k < max {
 		d, ok := c.rx.Peek()
 		if !ok {
 			break
 		}
-		f, err := decodeSlot(d, c.rxPool.NumBufs(), c.rxPool.BufSize())
-		if err != nil {
+		if err := decodeSlotInto(d, c.rxPool.NumBufs(), c.rxPool.BufSize(), &f); err != nil {
 			n.st.malformed.Add(1)
 			c.asmOn = false
 			c.rx.Release()

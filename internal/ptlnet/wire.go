@@ -99,57 +99,66 @@ func putBulk(slot []byte, first bool, hdr []byte, total uint64, buf, n int) {
 // decodeSlot decodes the frame in a slot's data. bufSize bounds a bulk chunk
 // and nbufs its buffer index.
 func decodeSlot(d []byte, nbufs, bufSize int) (f slotFrame, err error) {
+	err = decodeSlotInto(d, nbufs, bufSize, &f)
+	return f, err
+}
+
+// decodeSlotInto is decodeSlot writing the frame into *f: the drain loop's way, without
+// returning the frame by value (a copy of 80 bytes through the stack per message, read back
+// with wider loads than it was written with).
+func decodeSlotInto(d []byte, nbufs, bufSize int, f *slotFrame) error {
+	*f = slotFrame{}
 	if len(d) < sOffBulkH {
-		return f, badFrame("slot of " + strconv.Itoa(len(d)) + " bytes, need " + strconv.Itoa(sOffBulkH))
+		return badFrame("slot of " + strconv.Itoa(len(d)) + " bytes, need " + strconv.Itoa(sOffBulkH))
 	}
 	f.kind = d[sOffKind]
 	if d[1] != 0 {
-		return f, badFrame("slot reserved byte set")
+		return badFrame("slot reserved byte set")
 	}
 	hl := int(binary.LittleEndian.Uint16(d[sOffHdrLen:]))
 	n := uint64(binary.LittleEndian.Uint32(d[sOffN:]))
 	if hl > MaxHeaderSize {
-		return f, badFrame("header length " + strconv.Itoa(hl) + " > " + strconv.Itoa(MaxHeaderSize))
+		return badFrame("header length " + strconv.Itoa(hl) + " > " + strconv.Itoa(MaxHeaderSize))
 	}
 	switch f.kind {
 	case slotEager:
 		if uint64(sOffEager+hl)+n > uint64(len(d)) {
-			return f, badFrame("eager frame of " + strconv.Itoa(hl) + "+" + strconv.FormatUint(n, 10) +
+			return badFrame("eager frame of " + strconv.Itoa(hl) + "+" + strconv.FormatUint(n, 10) +
 				" bytes in a " + strconv.Itoa(len(d)) + "-byte slot")
 		}
 		f.hdr = d[sOffEager : sOffEager+hl : sOffEager+hl]
 		end := sOffEager + hl + int(n)
 		f.payload = d[sOffEager+hl : end : end]
-		return f, nil
+		return nil
 	case slotBulkFirst, slotBulkCont:
 		if binary.LittleEndian.Uint32(d[12:]) != 0 {
-			return f, badFrame("bulk reserved word set")
+			return badFrame("bulk reserved word set")
 		}
 		idx := binary.LittleEndian.Uint32(d[sOffBuf:])
 		if uint64(idx) >= uint64(nbufs) {
-			return f, badFrame("buffer index " + strconv.FormatUint(uint64(idx), 10) + " >= " + strconv.Itoa(nbufs))
+			return badFrame("buffer index " + strconv.FormatUint(uint64(idx), 10) + " >= " + strconv.Itoa(nbufs))
 		}
 		if n > uint64(bufSize) || n == 0 {
-			return f, badFrame("chunk of " + strconv.FormatUint(n, 10) + " bytes not in [1, " + strconv.Itoa(bufSize) + "]")
+			return badFrame("chunk of " + strconv.FormatUint(n, 10) + " bytes not in [1, " + strconv.Itoa(bufSize) + "]")
 		}
 		f.buf, f.n = int(idx), int(n)
 		if f.kind == slotBulkCont {
 			if hl != 0 || binary.LittleEndian.Uint64(d[sOffTotal:]) != 0 {
-				return f, badFrame("continuation with a header or a total")
+				return badFrame("continuation with a header or a total")
 			}
-			return f, nil
+			return nil
 		}
 		if sOffBulkH+hl > len(d) {
-			return f, badFrame("bulk header of " + strconv.Itoa(hl) + " bytes overruns the slot")
+			return badFrame("bulk header of " + strconv.Itoa(hl) + " bytes overruns the slot")
 		}
 		f.total = binary.LittleEndian.Uint64(d[sOffTotal:])
 		if f.total > MaxPayload || f.total < n {
-			return f, badFrame("bulk total " + strconv.FormatUint(f.total, 10) + " not in [chunk, MaxPayload]")
+			return badFrame("bulk total " + strconv.FormatUint(f.total, 10) + " not in [chunk, MaxPayload]")
 		}
 		f.hdr = d[sOffBulkH : sOffBulkH+hl : sOffBulkH+hl]
-		return f, nil
+		return nil
 	}
-	return f, badFrame("slot kind " + strconv.Itoa(int(f.kind)))
+	return badFrame("slot kind " + strconv.Itoa(int(f.kind)))
 }
 
 // ---------------------------------------------------------------------------
