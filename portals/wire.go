@@ -69,12 +69,16 @@ func expandShortPut(full *[hdrLen]byte, s []byte, n int) bool {
 		le.Uint32(s[4:]) != 0 || le.Uint32(s[12:]) != 0 {
 		return false
 	}
-	h := wireHdr(full[:])
-	copy(h[:32], s[:32])
-	le.PutUint64(h[32:], uint64(n))
-	clear(h[40:56])
-	copy(h[56:64], s[32:40])
-	clear(h[64:80])
+	// Word moves, inline (copy on slices, or of a [32]byte that may overlap, calls memmove).
+	w0, w1, w2, w3 := le.Uint64(s[0:]), le.Uint64(s[8:]), le.Uint64(s[16:]), le.Uint64(s[24:])
+	le.PutUint64(full[0:], w0)
+	le.PutUint64(full[8:], w1)
+	le.PutUint64(full[16:], w2)
+	le.PutUint64(full[24:], w3)
+	le.PutUint64(full[32:], uint64(n))
+	*(*[16]byte)(full[40:56]) = [16]byte{}
+	le.PutUint64(full[56:], le.Uint64(s[32:40]))
+	*(*[16]byte)(full[64:80]) = [16]byte{}
 	return true
 }
 
