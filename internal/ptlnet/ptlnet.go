@@ -214,6 +214,11 @@ type Net struct {
 
 		queued, malformed, refused, lost, dropped, shmConns, tcpConns atomic.Uint64
 	}
+
+	// lastRoute is one entry of routes (the route added last), or nil: written under mu
+	// with routes, so it never disagrees with it; send tries it before the map (a
+	// conversation with one peer then makes no map lookup per message).
+	lastRoute atomic.Pointer[routeEntry]
 }
 
 // Open opens the physical NI: the transport half of PtlNIInit (Portals 4.3 §3.6.2), whose
@@ -451,7 +456,12 @@ func (n *Net) send(dst PhysID, hdr, payload []byte, noWait bool) error {
 		n.bellUsers.Add(-1)
 		return nil
 	}
-	c := (*n.routes.Load())[dst]
+	var c conn
+	if r := n.lastRoute.Load(); r != nil && r.id.NID == dst.NID && r.id.PID == dst.PID {
+		c = r.c
+	} else {
+		c = (*n.routes.Load())[dst]
+	}
 	if c == nil {
 		var err error
 		if c, err = n.dial(dst); err != nil {
@@ -689,6 +699,7 @@ func (n *Net) addConn(id PhysID, c conn, sc *shmConn, tc *tcpConn, goroutines in
 		}
 		m[id] = c
 		n.routes.Store(&m)
+		n.lastRoute.Store(&routeEntry{id, c})
 	}
 	if sc != nil {
 		l := append(append([]*shmConn(nil), *n.rxConns.Load()...), sc)
@@ -700,6 +711,12 @@ func (n *Net) addConn(id PhysID, c conn, sc *shmConn, tc *tcpConn, goroutines in
 		n.tcpList.Store(&l)
 	}
 	return route
+}
+
+// routeEntry is one route, for Net.lastRoute.
+type routeEntry struct {
+	id PhysID
+	c  conn
 }
 
 // dropConn forgets c (its route and its inbound ring).
@@ -715,6 +732,9 @@ func (n *Net) dropConn(id PhysID, c conn, sc *shmConn) {
 			}
 		}
 		n.routes.Store(&m)
+		if r := n.lastRoute.Load(); r != nil && r.id == id {
+			n.lastRoute.Store(nil)
+		}
 	}
 	if sc != nil {
 		sc.txMu.Lock() // its count moves to the Net's
