@@ -194,26 +194,7 @@ func TestMsgRingMPSC(t *testing.T) {
 			}
 		}()
 	}
-	next := make([]int, producers)
-	for got := 0; got < producers*per; {
-		d, ok := q.Peek()
-		if !ok {
-			q.Publish()
-			runtime.Gosched()
-			continue
-		}
-		n := int(binary.LittleEndian.Uint32(d))
-		id := binary.LittleEndian.Uint64(d[4:])
-		p, i := int(id>>32), int(uint32(id))
-		if p >= producers || i != next[p] || n != (i*37+p*11)%300 {
-			t.Fatalf("message %#x of %d bytes out of order (next from %d: %d)", id, n, p, next[min(p, producers-1)])
-		}
-		checkMsg(t, d[12:], id, n)
-		next[p]++
-		q.Release()
-		got++
-	}
-	q.Publish()
+	consumeNumbered(t, q, producers, per, func(p, i int) int { return (i*37 + p*11) % 300 })
 	wg.Wait()
 	if !q.Empty() {
 		t.Fatal("ring not empty at the end")
@@ -391,6 +372,23 @@ func TestMsgRingReserveOne(t *testing.T) {
 			}
 		}()
 	}
+	consumeNumbered(t, q, producers, per, func(p, i int) int { return (i*53 + p*7) % 200 })
+	wg.Wait()
+	if !q.Empty() || q.Reserved() != q.Released() {
+		t.Fatalf("at the end: empty %v, reserved %d, released %d", q.Empty(), q.Reserved(), q.Released())
+	}
+	if _, _, ok := q.ReserveOne(q.MaxData() + 1); ok {
+		t.Fatal("ReserveOne took a message over MaxData")
+	}
+}
+
+// consumeNumbered consumes per messages from each of producers producers,
+// each message a 4-byte length n, an 8-byte id (producer<<32 | number) and n
+// bytes of fillMsg's pattern: every message must come in its producer's
+// order, of length size(producer, number), with every byte intact. It
+// publishes the head when the ring looks empty and at the end.
+func consumeNumbered(t *testing.T, q *MsgRing, producers, per int, size func(p, i int) int) {
+	t.Helper()
 	next := make([]int, producers)
 	for got := 0; got < producers*per; {
 		d, ok := q.Peek()
@@ -402,8 +400,8 @@ func TestMsgRingReserveOne(t *testing.T) {
 		n := int(binary.LittleEndian.Uint32(d))
 		id := binary.LittleEndian.Uint64(d[4:])
 		p, i := int(id>>32), int(uint32(id))
-		if p >= producers || i != next[p] || n != (i*53+p*7)%200 {
-			t.Fatalf("message %#x of %d bytes out of order", id, n)
+		if p >= producers || i != next[p] || n != size(p, i) {
+			t.Fatalf("message %#x of %d bytes out of order (next from %d: %d)", id, n, p, next[min(p, producers-1)])
 		}
 		checkMsg(t, d[12:], id, n)
 		next[p]++
@@ -411,11 +409,4 @@ func TestMsgRingReserveOne(t *testing.T) {
 		got++
 	}
 	q.Publish()
-	wg.Wait()
-	if !q.Empty() || q.Reserved() != q.Released() {
-		t.Fatalf("at the end: empty %v, reserved %d, released %d", q.Empty(), q.Reserved(), q.Released())
-	}
-	if _, _, ok := q.ReserveOne(q.MaxData() + 1); ok {
-		t.Fatal("ReserveOne took a message over MaxData")
-	}
 }
