@@ -204,22 +204,8 @@ func TestTCPRefused(t *testing.T) {
 	g.Close()
 
 	// An authenticated peer (it knows the secret) sending a bad frame header.
-	h, err := net.Dial("tcp4", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	p := &auth.Params{Secret: testSecret, JobID: authJobID, Rank: 9, Size: 1 << 32}
-	if _, err := auth.Handshake(h, p, true, int(n.ID().PID)); err != nil {
-		t.Fatal(err)
-	}
-	var hb [helloSize]byte
-	hello{kind: helloConnect, id: PhysID{NID: n.ID().NID, PID: 9}, uid: 0}.encode(&hb)
-	h.Write(hb[:])
+	h := rawTCPPeer(t, n)
 	io := make([]byte, helloSize)
-	if _, err := h.Read(io); err != nil {
-		t.Fatal(err)
-	}
 	var fh [tcpFrameSize]byte
 	putTCPHeader(fh[:], 2, 3)
 	h.Write(append(fh[:], "hipay"...)) // one good frame
