@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"runtime"
@@ -21,8 +22,14 @@ import (
 //   - flag barrier: ranks 0 and 1 each store the barrier's number in their
 //     own line and wait until the other's line holds it: the floor under a
 //     2-rank barrier.
+//   - copy echo (4 KiB and 64 KiB): rank 0 copies n bytes from a buffer in
+//     its heap into buffer A in shared memory and stores an odd value in a
+//     word, rank 1 copies A into a second shared buffer B and answers with
+//     the value + 1: the AM Medium echo (payload into the sender's pool
+//     buffer, the handler's reply copies it into its own) with plain copy()
+//     and a flag in place of the conduit, the floor beside the Medium rows.
 //
-// Both spin with plain sync/atomic loads and stores (yielding the CPU only
+// All spin with plain sync/atomic loads and stores (yielding the CPU only
 // after a long wait, so that a loaded machine cannot starve the peer).
 
 // Offsets of the floors' words in rank 0's segment (own cache lines).
@@ -30,15 +37,25 @@ const (
 	floorPing  = 0
 	floorFlag0 = 64
 	floorFlag1 = 128
-	floorBytes = 192
-	floorStop  = ^uint64(0) // ping word: rank 1 stops answering
+	floorEcho  = 192 // the copy echo's words, one line per size
+	floorBytes = floorEcho + 64*len(echoSizes)
+	floorStop  = ^uint64(0) // ping or echo word: rank 1 stops answering
 	floorIters = 200000
+	// The copy echo's buffers A and B, each echoSizes' largest, from
+	// floorBufA on (page aligned, as the pool's buffers are line aligned).
+	floorBufA     = 4096
+	floorEchoMax  = 64 << 10
+	floorSegBytes = floorBufA + 2*floorEchoMax
 )
+
+// echoSizes are the copy echo's sizes: the Medium rows issue 15 compares.
+var echoSizes = [...]int{4 << 10, floorEchoMax}
 
 // floorStats are the floors of one run; ok is false where ranks 0 and 1 do
 // not share memory (why says so).
 type floorStats struct {
 	ping, flag latStats
+	echo       [len(echoSizes)]latStats
 	ok         bool
 	why        string
 }
@@ -61,7 +78,7 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		if err != nil {
 			return nil, err
 		}
-		if peer.Local != nil && len(seg.Bytes()) >= floorBytes {
+		if peer.Local != nil && len(seg.Bytes()) >= floorSegBytes {
 			mem = seg.Bytes()
 			clear(mem[:floorBytes])
 		}
@@ -73,7 +90,7 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		if err != nil {
 			return nil, err
 		}
-		if len(bs.Local) >= floorBytes {
+		if len(bs.Local) >= floorSegBytes {
 			mem = bs.Local
 		}
 	}
@@ -111,9 +128,12 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		})
 		ping.Store(floorStop)
 	} else {
-		answerPings(ping)
+		answerPings(ping, nil)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := copyEcho(cfg, fs, mem, me); err != nil {
 		return nil, err
 	}
 	own, other := shm.Uint64At(mem, floorFlag0), shm.Uint64At(mem, floorFlag1)
@@ -142,14 +162,70 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		return nil, err
 	}
 	if me == 0 {
-		fillPattern(mem[:floorBytes], 0) // the segment as the other benchmarks expect it
+		fillPattern(mem[:floorSegBytes], 0) // the segment as the other benchmarks expect it
 	}
 	return fs, nil
 }
 
-// answerPings is rank 1's side of the ping-pong: every new odd value is
-// answered with the value + 1, until floorStop.
-func answerPings(ping *atomic.Uint64) {
+// copyEcho measures the copy echo of each of echoSizes (rank 0 times, rank 1
+// answers), each size on its own word so that no word is reset while the
+// peer may still read it.
+func copyEcho(cfg *config, fs *floorStats, mem []byte, me gex.Rank) error {
+	a := mem[floorBufA : floorBufA+floorEchoMax]
+	b := mem[floorBufA+floorEchoMax : floorBufA+2*floorEchoMax]
+	var src []byte
+	if me == 0 {
+		src = make([]byte, floorEchoMax) // the payload in rank 0's heap
+		fillPattern(src, 0)
+	}
+	for k, n := range echoSizes {
+		w := shm.Uint64At(mem, floorEcho+64*k)
+		if me == 1 {
+			answerPings(w, func() { copy(b[:n], a[:n]) })
+			continue
+		}
+		v := uint64(1)
+		var err error
+		fs.echo[k], err = timeBatches(echoIters(cfg, n), cfg.batches, func(cnt int) error {
+			for range cnt {
+				copy(a[:n], src[:n])
+				w.Store(v)
+				for spins := 0; w.Load() != v+1; spins++ {
+					if spins > 1<<16 {
+						runtime.Gosched()
+						spins = 0
+					}
+				}
+				v += 2
+			}
+			return nil
+		})
+		w.Store(floorStop)
+		if err != nil {
+			return err
+		}
+		// Rank 1 answered the last echo after copying: B holds the payload.
+		if !bytes.Equal(b[:n], src[:n]) {
+			return fmt.Errorf("copy echo of %d bytes: buffer B does not hold the payload", n)
+		}
+	}
+	return nil
+}
+
+// echoIters is the copy echo's operation count for n bytes: the floors'
+// count up to 8 KiB, then fewer in proportion to the size (as sizeIters).
+func echoIters(cfg *config, n int) int {
+	it := floorItersOf(cfg)
+	if n <= 8<<10 {
+		return it
+	}
+	return max(100, int(int64(it)*(8<<10)/int64(n)))
+}
+
+// answerPings is rank 1's side of the ping-pong and the copy echo: every new
+// odd value is answered with the value + 1, after calling work (if not nil),
+// until floorStop.
+func answerPings(ping *atomic.Uint64, work func()) {
 	last := uint64(0)
 	for spins := 0; ; spins++ {
 		v := ping.Load()
@@ -157,6 +233,9 @@ func answerPings(ping *atomic.Uint64) {
 			return
 		}
 		if v&1 == 1 && v != last {
+			if work != nil {
+				work()
+			}
 			ping.Store(v + 1)
 			last, spins = v, 0
 		}
@@ -180,8 +259,14 @@ func (fs *floorStats) rows(res *results) {
 	fmt.Fprintf(&res.table, "floors in the same run (ranks 0 and 1, shared memory, plain atomics, no gexgo call in the loop):\n")
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-process flag barrier", "0 B", "", durName(fs.flag.avg), durName(fs.flag.median), durName(fs.flag.min))
+	for k, n := range echoSizes {
+		fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  copy echo round trip (copy(), heap->A->B)", sizeName(n), "", durName(fs.echo[k].avg), durName(fs.echo[k].median), durName(fs.echo[k].min))
+	}
 	res.latRows("floor-pingpong", "shm", 8, fs.ping)
 	res.latRows("floor-flagbarrier", "shm", 0, fs.flag)
+	for k, n := range echoSizes {
+		res.latRows("floor-copyecho", "shm", n, fs.echo[k])
+	}
 }
 
 // floorOnly is `gexbench floor`: the floors alone, printed by rank 0.

@@ -80,7 +80,8 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
   am      Active Message round trips, as testam: a Short, then Mediums and Longs
           (into rank 1's segment) of the swept sizes up to the AM limits, each
           answered from the handler by a reply of the same kind (-iters default
-          20000); with the cache-line ping-pong floor of the same run (floor)
+          20000); with the cache-line ping-pong and copy echo floors of the
+          same run (floor)
   barrier BarrierNB + Wait over all ranks of the job, back to back; with the
           two-process flag barrier floor of the same run (below)
   floor   the shared-memory floors alone, between ranks 0 and 1 (no gexgo call
@@ -88,7 +89,12 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
           maps): a cache-line ping-pong round trip (printed with am as its
           reference) and a two-process flag barrier (each rank stores the
           barrier's number in its own line and spins until the other's holds
-          it; printed with barrier). -iters sets the operations (default 200000)
+          it; printed with barrier) and a copy echo of 4 KiB and 64 KiB (rank 0
+          copies the bytes from its heap into a buffer A of the segment with
+          copy() and stores a flag, rank 1 copies A into a second buffer B and
+          answers: the Medium round trip's copies without the conduit; printed
+          with am). -iters sets the operations (default 200000; the 64 KiB echo
+          does 1/8 of them)
   rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
           a one-way stream (writes of 64 KiB and 1 MiB) on plain non-blocking
           sockets between ranks 0 and 1, busy-polled, no gexgo in the path
@@ -128,7 +134,8 @@ then one row per figure. bench: put, get, flood-put, flood-get, fadd-u64,
 fadd-u32, fadd-flood-u64, vis-{vector,indexed,strided}-{put,get}, am-Short,
 am-Medium, am-Long, barrier-Barrier, bcast-Broadcast, bcast-Broadcast-seg
 (source in the root's segment), reduce-ReduceToAll, reduce-ReduceToOne; the references copy, move8 and xadd64 have path
-local; the floors floor-pingpong (size 8) and floor-flagbarrier (size 0) have path shm
+local; the floors floor-pingpong (size 8), floor-flagbarrier (size 0) and
+floor-copyecho (sizes 4096 and 65536) have path shm
 (rows of am, barrier and floor; absent where rank 1's segment is not mapped).
 size: bytes (0 for Short AMs and barriers). metric: avg, median, min
 (latency, unit us), median, best (bandwidth MB/s; rates Mops/s), bw (the
@@ -320,6 +327,9 @@ func (cfg *config) segmentSize() uint64 {
 	}
 	if cfg.bench == "am" {
 		n = max(n, min(cfg.maxSize, 4<<20)) // the largest Long payloads
+	}
+	if cfg.floorsFor() {
+		n = max(n, floorSegBytes) // the floors' words and the copy echo's buffers
 	}
 	if cfg.bench == "flood" || cfg.bench == "tcplat" {
 		if cfg.bench == "tcplat" { // the floods of -max bytes, after the latency rows' bytes
