@@ -164,6 +164,26 @@ func TestPoolPut(t *testing.T) {
 	if idx, _, ok := p.TryAlloc(); !ok || idx != 1 {
 		t.Fatalf("TryAlloc with the hint busy = %d %v, want 1", idx, ok)
 	}
+	// TryAllocHot: the buffer freed last is taken again while it is free;
+	// busy, the next free one is.
+	peer.Put(0)
+	peer.Put(1)
+	p.next.Store(1)
+	for range nbufs {
+		if idx, _, ok := p.TryAllocHot(); !ok || idx != 1 {
+			t.Fatalf("TryAllocHot = %d %v, want 1 again", idx, ok)
+		}
+		peer.Put(1)
+	}
+	if idx, _, ok := p.TryAllocHot(); !ok || idx != 1 {
+		t.Fatalf("TryAllocHot = %d %v, want 1", idx, ok)
+	}
+	if idx, _, ok := p.TryAllocHot(); !ok || idx != 2 {
+		t.Fatalf("TryAllocHot with buffer 1 busy = %d %v, want 2", idx, ok)
+	}
+	peer.Put(1)
+	peer.Put(2)
+	p.next.Store(0)
 	for _, i := range []int{-1, nbufs, 1 << 40} {
 		peer.Put(i)
 	}

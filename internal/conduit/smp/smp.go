@@ -542,8 +542,20 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 			return fmt.Errorf("smp: payload of %d bytes exceeds the %d-byte buffer", n, poolBufSize)
 		}
 		pool := pr.out[qi]
+		// A payload copyTo copies with cached stores goes into the buffer
+		// the last message used (Pool.TryAllocHot: its lines are still in
+		// both caches); one it copies with non-temporal stores into the
+		// next one round robin (docs/am.md, "Medium copies, third pass").
+		hot := n < memcopy.Threshold || dst == c.rank
 		for w := 0; ; w++ {
-			idx, b, ok := pool.TryAlloc()
+			var idx int
+			var b []byte
+			var ok bool
+			if hot {
+				idx, b, ok = pool.TryAllocHot()
+			} else {
+				idx, b, ok = pool.TryAlloc()
+			}
 			if ok {
 				c.copyTo(dst, b, payload)
 				buf = idx
