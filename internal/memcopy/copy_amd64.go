@@ -59,3 +59,51 @@ func copyERMS(dst, src []byte) int {
 	repMovsb(d, s, uintptr(n))
 	return n
 }
+
+// The candidates the benchmarks compare with copy for the hand-off pattern
+// (docs/am.md, "Medium copies, third pass"): each copies n bytes (a positive
+// multiple of 128; 256 for z512Move) to a 32-byte (z512Move: 64-byte)
+// aligned dst with cached stores.
+//
+//go:noescape
+func pfwMove(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func pfsMove(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func pfbMove(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func avxMove(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func z512Move(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func pfwDistMove(dst, src unsafe.Pointer, n uintptr)
+
+// viaMove is Copy's shape around one of the moves: the unaligned head and
+// the tail with copy, the body with mv; overlap and short copies are copy.
+func viaMove(dst, src []byte, align, block int, mv func(d, s unsafe.Pointer, n uintptr)) int {
+	n := min(len(dst), len(src))
+	if n < 2*block {
+		return copy(dst, src)
+	}
+	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src))
+	if uintptr(d)-uintptr(s) < uintptr(n) || uintptr(s)-uintptr(d) < uintptr(n) {
+		return copy(dst, src)
+	}
+	head := int(-uintptr(d)) & (align - 1)
+	body := (n - head) &^ (block - 1)
+	copy(dst[:head], src[:head])
+	mv(unsafe.Add(d, head), unsafe.Add(s, head), uintptr(body))
+	copy(dst[head+body:n], src[head+body:n])
+	return n
+}
+
+//go:noescape
+func ntZMove(dst, src unsafe.Pointer, n uintptr)
+
+//go:noescape
+func ntPfMove(dst, src unsafe.Pointer, n, dist uintptr)
