@@ -34,6 +34,14 @@ func TestCopyLengths(t *testing.T) {
 		check(t, n, 0, 0)
 		check(t, n, 3, 5)
 	}
+	// Every head (dst alignment mod 32) and tail (length mod 128) of the
+	// non-temporal path, with src both aligned with dst and not.
+	for n := Threshold; n <= Threshold+130; n++ {
+		for do := 0; do < 33; do += 1 + n%3 {
+			check(t, n, do, do)
+			check(t, n, (do+5)%64, do)
+		}
+	}
 	for _, n := range []int{Threshold - 1, Threshold, Threshold + 1, 4095, 4096, 4097, 65535, 65536 + 33, 1<<20 + 7, 3<<20 - 1} {
 		for _, a := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {7, 13}, {63, 1}, {32, 32}} {
 			check(t, n, a[0], a[1])
