@@ -12,9 +12,16 @@ import (
 // registers needs AVX.
 var useNT = cpu.X86.HasAVX
 
-// ntMove copies n bytes (a positive multiple of 128) from src to a 32-byte
-// aligned dst with AVX loads and non-temporal stores, then SFENCE: the
-// stores are visible to other cores before any store that follows the call.
+// ntMove copies n bytes (a multiple of 128, at least 1024) from src to a
+// 32-byte aligned dst with AVX loads and non-temporal stores, then SFENCE:
+// the stores are visible to other cores before any store that follows the
+// call. It prefetches src 1 KiB ahead with PREFETCHNTA: a hand-off's src is
+// usually in memory (the peer wrote it with non-temporal stores) and read
+// once; the non-temporal hint keeps its lines out of this core's L2 (where
+// the peer's next non-temporal writes to the same buffer would have to
+// invalidate them: our reading of why NTA measured better than PREFETCHT0,
+// which did not help the Medium rows; docs/am.md, "Medium copies, third
+// pass").
 //
 //go:noescape
 func ntMove(dst, src unsafe.Pointer, n uintptr)
