@@ -14,6 +14,18 @@
 // sizes) measured no better than copy at 64 KiB and slower at 1 MiB, and
 // is not used.
 //
+// The non-temporal loop prefetches its source 1 KiB ahead with PREFETCHNTA:
+// in gexbench am the 64 KiB Medium and the 32/64 KiB Longs measured 1-9%
+// faster, the 32 KiB Medium up to 2% slower. A third pass (docs/am.md,
+// "Medium copies, third pass") found nothing faster than copy below 32 KiB
+// in the VM's fast mode, where a line moves between the cores in ~30 ns:
+// PREFETCHW of the destination, PREFETCHT0 of the source (whole block
+// first, or 1 KiB ahead), 256-bit and 512-bit cached loops, all equal or
+// slower; 512-bit non-temporal stores equal to 256-bit ones; non-temporal
+// stores for only one side of the echo slower than for both. In the slow
+// mode (a line from the other core ~150 ns) non-temporal stores win from
+// 2-4 KiB, but a copy cannot tell the modes apart, so Threshold stays.
+//
 // Non-temporal stores are the wrong choice for a buffer this core itself
 // reads next, or rewrites over and over with nobody reading it: then the
 // cached copy keeps it in this core's cache, where Copy sends it to memory.
