@@ -340,7 +340,39 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 	if err := tm.checkRank("RequestShort", rank); err != nil {
 		return err
 	}
+	if c := tm.c; c.smp != nil && !tm.epPath && shortOK(h, flags, args) && !c.mayBeRestricted() {
+		// The common Request through shared memory, after the checks
+		// sendAM and inject make (rank, restricted context, handler
+		// index, nargs, flags), without an amSpec.
+		dst := tm.jobrank(rank)
+		if err := c.smp.SendShort(dst, true, uint8(h), 0, 0, args, shortFlags(flags)); err != nil {
+			return c.shortErr("RequestShort", err)
+		}
+		if c.smp.IsRemote(dst) {
+			c.watch.progress.Add(1) // through shared memory, SentTraffic counts it (watch.go)
+		}
+		return nil
+	}
 	return tm.sendAM(rank, &amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, h: h, flags: flags}, args)
+}
+
+// shortOK reports whether a Short to handler h with flags and args passes
+// the initiator's checks (buildHeader's, for a Short).
+func shortOK(h AMIndex, flags Flags, args []AMArg) bool {
+	return h >= AMIndexBase && len(args) <= MaxArgs && flags&^amInjectAllowed == 0
+}
+
+// shortFlags are the conduit's send flags for an AM's flags.
+func shortFlags(flags Flags) conduit.SendFlags {
+	if flags&FlagImmediate != 0 {
+		return conduit.Immediate
+	}
+	return 0
+}
+
+// shortErr is injected's error for a Short that smp.SendShort refused.
+func (c *Client) shortErr(op string, err error) error {
+	return c.report(c.injected(&amSpec{op: op}, err))
 }
 
 // RequestMedium implements gex_AM_RequestMedium[M]. lc is the local completion
@@ -367,7 +399,28 @@ func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *E
 // ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
 // Request handler that received t, and not while holding an HSL.
 func (t *Token) ReplyShort(h AMIndex, flags Flags, args ...AMArg) error {
+	if t != nil && t.c.smp != nil && shortOK(h, flags, args) && t.mayReply() && t.g == gctx.ID() {
+		// The common Reply through shared memory, after the checks reply
+		// (checkReply) and inject make, without an amSpec.
+		c := t.c
+		if err := c.smp.SendShort(t.src, false, uint8(h), t.srcEP, uint16(t.ep.index), args, shortFlags(flags)); err != nil {
+			return c.shortErr("ReplyShort", err)
+		}
+		t.replied = true
+		if c.smp.IsRemote(t.src) {
+			c.watch.progress.Add(1)
+		}
+		return nil
+	}
 	return t.reply(&amSpec{op: "ReplyShort", cat: conduit.Short, h: h, flags: flags}, args)
+}
+
+// mayReply reports, with t.g == gctx.ID() (the caller tests it after),
+// whether checkReply certainly passes (false: it may not; ask checkReply):
+// t is live, a Request's, not yet replied to, with no Prepare under way and
+// no HSL held anywhere in the process.
+func (t *Token) mayReply() bool {
+	return t.live && t.isReq && !t.replied && uint32(t.c.prepareG.n.Load())|uint32(hslHolders.n.Load()) == 0
 }
 
 // ReplyMedium implements gex_AM_ReplyMedium[M]. lc as for RequestMedium, except

@@ -699,12 +699,17 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 	if c.cfg.Remote != nil {
 		return c.pollWithRemote(repliesOnly)
 	}
+	w1 := c.ringWaiting(1)
+	if !w1 && (repliesOnly || !c.ringWaiting(0)) {
+		return 0 // the empty poll of a wait loop: two loads per ring, no call
+	}
+	g := gctx.ID()
 	n := 0
-	if c.ringWaiting(1) {
-		n += c.tryDrain(1, gctx.ID())
+	if w1 {
+		n += c.tryDrain(1, g)
 	}
 	if !repliesOnly && c.ringWaiting(0) {
-		n += c.tryDrain(0, gctx.ID())
+		n += c.tryDrain(0, g)
 	}
 	if n > 0 {
 		c.bell.Withdraw() // awake: producers need not ring (shm.Bell.Sleep)
