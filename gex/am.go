@@ -184,9 +184,44 @@ func (t *Token) Addr() Addr { return t.dest }
 // deliver is the conduit's Delivery: it re-checks every incoming AM against
 // the handler table and the segment bounds (nothing a peer sends may make this
 // rank write outside its segment or crash), then runs the handler.
+//
+// The common AM, a Short or Medium to the primordial endpoint whose handler
+// is registered and accepts it, is checked and run here, deliverWith's and
+// run's work in one frame; everything else (other endpoints, Longs, an
+// unregistered handler or any mismatch, which deliverWith holds or refuses)
+// goes through deliverWith.
 func (c *Client) deliver(in *conduit.Incoming) {
-	c.deliverWith(in, nil)
+	if in.EP != 0 || in.Cat == conduit.Long {
+		c.deliverWith(in, nil)
+		return
+	}
+	e := c.ep.handlers[in.Handler].Load()
+	// The entry must have the category's flag (FlagAMShort or
+	// FlagAMMedium: Cat << 32) and want (FlagAMRequest or FlagAMReply).
+	want, q, t := FlagAMReply, 1, &c.repTok
+	if in.IsReq {
+		want, q, t = FlagAMRequest, 0, &c.reqTok
+	}
+	if e == nil || e.Flags&(Flags(in.Cat)<<32) == 0 || e.Flags&want == 0 || e.NArgs != anyNArgs && int(in.NArgs) != e.NArgs {
+		c.deliverWith(in, nil)
+		return
+	}
+	payload := in.Payload
+	if in.Cat == conduit.Short {
+		payload = nil
+	}
+	g := in.G
+	if g == 0 {
+		g = gctx.ID()
+	}
+	t.ep = c.ep
+	c.run(in, e, payload, t, q, g)
 }
+
+// FlagAMShort and FlagAMMedium are the conduit's Short and Medium
+// categories shifted left by 32 (deliver's test; this fails to compile if
+// either moves).
+const _ = -uint(FlagAMShort^Flags(conduit.Short)<<32) - uint(FlagAMMedium^Flags(conduit.Medium)<<32)
 
 // deliverWith is deliver; a non-nil t is the token and context of AMs
 // released from the hold (refuse.go).

@@ -154,7 +154,52 @@ var errSlot = errors.New("smp: malformed AM slot")
 // the message's length too), source rank against size, payload length
 // against maxPayload (and the message for inline payloads). It never panics,
 // whatever s holds; on error h may be partly overwritten.
+//
+// Every check is made on the two header words at once, in one condition;
+// a message that fails any goes to slotErr, which finds and words the
+// error (out of line: the drain's common path carries no formatting).
 func decodeSlot(s []byte, h *conduit.Header, m *slotMeta, size, maxPayload int) error {
+	if len(s) < offArgs {
+		return slotErr(s, size, maxPayload)
+	}
+	w0 := binary.LittleEndian.Uint64(s[offKind:])  // kind, handler, nargs, buf, src
+	w1 := binary.LittleEndian.Uint64(s[offNBytes:]) // nbytes, ep, srcEP
+	k := byte(w0)
+	cat := conduit.Category(k & kindCatMask)
+	nargs := int(byte(w0 >> 16))
+	src := uint32(w0 >> 32)
+	n := uint32(w1)
+	inline, placed := k&kindInline != 0, k&kindPlaced != 0
+	if k&^kindKnown != 0 || cat == 0 || nargs > conduit.MaxArgs || argsEnd(nargs) > len(s) ||
+		int64(src) >= int64(size) || cat == conduit.Short && n != 0 || int64(n) > int64(maxPayload) ||
+		inline && int64(n) > int64(len(s)-payloadOff(nargs)) || placed && (cat != conduit.Long || inline) {
+		return slotErr(s, size, maxPayload)
+	}
+	h.Cat, h.IsReq, h.Handler, h.NArgs = cat, k&kindReq != 0, byte(w0>>8), uint8(nargs)
+	h.Dest = binary.LittleEndian.Uint64(s[offDest:])
+	h.EP, h.SrcEP = uint16(w1>>32), uint16(w1>>48)
+	a := s[offArgs : offArgs+4*nargs]
+	for i := range nargs {
+		h.Args[i] = int32(binary.LittleEndian.Uint32(a[4*i:]))
+	}
+	m.Src, m.NBytes, m.Inline, m.Placed = int(src), int(n), inline, placed
+	m.Buf = int(byte(w0 >> 24))
+	return nil
+}
+
+// slotErr is decodeSlot's error for a message that failed its checks.
+func slotErr(s []byte, size, maxPayload int) error {
+	var h conduit.Header
+	var m slotMeta
+	if err := decodeSlotChecked(s, &h, &m, size, maxPayload); err != nil {
+		return err
+	}
+	return errSlot // not reached: both make the same checks (FuzzDecodeSlotAgrees)
+}
+
+// decodeSlotChecked is decodeSlot written one check at a time, each with
+// its own error.
+func decodeSlotChecked(s []byte, h *conduit.Header, m *slotMeta, size, maxPayload int) error {
 	if len(s) < offArgs {
 		return fmt.Errorf("%w: message of %d bytes is shorter than the %d-byte header", errSlot, len(s), offArgs)
 	}

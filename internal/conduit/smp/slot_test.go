@@ -136,3 +136,53 @@ func TestEncodeShort(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeSlotAgrees: decodeSlot (its checks in one condition) and
+// decodeSlotChecked (one check at a time, each with its error) accept the
+// same messages and decode them alike, for several job sizes and payload
+// limits. The seeds are good messages of every category and each of
+// TestSlotRejects' malformations, so the seed run alone fails if the fast
+// condition drops a check.
+func FuzzDecodeSlotAgrees(f *testing.F) {
+	for _, cat := range []conduit.Category{conduit.Short, conduit.Medium, conduit.Long} {
+		for _, nargs := range []int{0, 3, 16} {
+			_, s := sampleSlot(cat, cat == conduit.Medium, cat == conduit.Medium, nargs, make([]byte, 40*int(cat-1)))
+			f.Add(s, 4, 65536)
+		}
+	}
+	_, good := sampleSlot(conduit.Medium, true, true, 2, make([]byte, 10))
+	placed, _ := sampleSlot(conduit.Long, false, false, 1, nil)
+	placed.Placed, placed.NBytes = true, 100
+	ps := make([]byte, testSlotData)
+	encodeSlotHeader(ps, &placed, nil)
+	f.Add(ps, 4, 65536)
+	f.Add(ps, 4, 99)
+	for _, mut := range []func(s []byte) []byte{
+		func(s []byte) []byte { return s[:offArgs-1] },
+		func(s []byte) []byte { s[offKind] &^= kindCatMask; return s },
+		func(s []byte) []byte { s[offKind] |= 0x80; return s },
+		func(s []byte) []byte { s[offNArgs] = 17; return s },
+		func(s []byte) []byte { s[offSrc] = 9; return s },
+		func(s []byte) []byte { s[offNBytes] = 0xff; s[offNBytes+1] = 0; return s },
+		func(s []byte) []byte { s[offKind] &^= kindInline; s[offNBytes+2] = 2; return s },
+		func(s []byte) []byte { s[offKind] |= kindPlaced; return s },
+		func(s []byte) []byte { return s[:argsEnd(2)-1] },
+		func(s []byte) []byte { s[offKind] = byte(conduit.Short) | kindReq; return s }, // a Short with a payload length
+	} {
+		f.Add(mut(append([]byte(nil), good...)), 4, 65536)
+	}
+	f.Fuzz(func(t *testing.T, s []byte, size, maxPayload int) {
+		var a, b slotHeader
+		errA := decodeSlot(s, &a.Header, &a.slotMeta, size, maxPayload)
+		errB := decodeSlotChecked(s, &b.Header, &b.slotMeta, size, maxPayload)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("decodeSlot: %v; decodeSlotChecked: %v (% x)", errA, errB, s)
+		}
+		if errA == nil && a != b {
+			t.Fatalf("decoded differently:\n%+v\n%+v", a, b)
+		}
+		if errA != nil && errA.Error() != errB.Error() {
+			t.Fatalf("errors differ: %v / %v", errA, errB)
+		}
+	})
+}

@@ -700,15 +700,17 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 		return c.pollWithRemote(repliesOnly)
 	}
 	w1 := c.ringWaiting(1)
-	if !w1 && (repliesOnly || !c.ringWaiting(0)) {
+	w0 := !w1 && !repliesOnly && c.ringWaiting(0)
+	if !w1 && !w0 {
 		return 0 // the empty poll of a wait loop: two loads per ring, no call
 	}
 	g := gctx.ID()
 	n := 0
 	if w1 {
 		n += c.tryDrain(1, g)
+		w0 = !repliesOnly && c.ringWaiting(0) // requests that came meanwhile
 	}
-	if !repliesOnly && c.ringWaiting(0) {
+	if w0 {
 		n += c.tryDrain(0, g)
 	}
 	if n > 0 {
@@ -800,8 +802,11 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 			in.Payload = buf[:m.NBytes]
 		}
 		in.Src, in.Placed = m.Src, m.Placed
+		// in.Payload is left as it is after the handler: it points into
+		// the rings, the pools or the segment, which live as long as the
+		// conduit, and the next message overwrites it (a store less, and
+		// its write barrier check).
 		c.deliver(in)
-		in.Payload = nil
 		if pool != nil {
 			pool.Put(m.Buf)
 		}
