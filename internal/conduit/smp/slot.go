@@ -162,7 +162,7 @@ func decodeSlot(s []byte, h *conduit.Header, m *slotMeta, size, maxPayload int) 
 	if len(s) < offArgs {
 		return slotErr(s, size, maxPayload)
 	}
-	w0 := binary.LittleEndian.Uint64(s[offKind:])  // kind, handler, nargs, buf, src
+	w0 := binary.LittleEndian.Uint64(s[offKind:])   // kind, handler, nargs, buf, src
 	w1 := binary.LittleEndian.Uint64(s[offNBytes:]) // nbytes, ep, srcEP
 	k := byte(w0)
 	cat := conduit.Category(k & kindCatMask)
