@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/conduit/smp"
 	"github.com/gexgo/gexgo/internal/gctx"
 )
 
@@ -375,7 +376,7 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 	if err := tm.checkRank("RequestShort", rank); err != nil {
 		return err
 	}
-	if c := tm.c; c.smp != nil && !tm.epPath && shortOK(h, flags, args) && !c.mayBeRestricted() {
+	if c := tm.c; c.smp != nil && !tm.epPath && fixedOK(h, flags, args) && !c.mayBeRestricted() {
 		// The common Request through shared memory, after the checks
 		// sendAM and inject make (rank, restricted context, handler
 		// index, nargs, flags), without an amSpec.
@@ -391,9 +392,9 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 	return tm.sendAM(rank, &amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, h: h, flags: flags}, args)
 }
 
-// shortOK reports whether a Short to handler h with flags and args passes
-// the initiator's checks (buildHeader's, for a Short).
-func shortOK(h AMIndex, flags Flags, args []AMArg) bool {
+// fixedOK reports whether an AM to handler h with flags and args passes
+// the initiator's checks of those (buildHeader's, for a Short all of them).
+func fixedOK(h AMIndex, flags Flags, args []AMArg) bool {
 	return h >= AMIndexBase && len(args) <= MaxArgs && flags&^amInjectAllowed == 0
 }
 
@@ -405,7 +406,8 @@ func shortFlags(flags Flags) conduit.SendFlags {
 	return 0
 }
 
-// shortErr is injected's error for a Short that smp.SendShort refused.
+// shortErr is injected's error for a Short or Medium that smp.SendShort or
+// SendMedium refused.
 func (c *Client) shortErr(op string, err error) error {
 	return c.report(c.injected(&amSpec{op: op}, err))
 }
@@ -417,6 +419,21 @@ func (c *Client) shortErr(op string, err error) error {
 func (tm *TM) RequestMedium(rank Rank, h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
 	if err := tm.checkRank("RequestMedium", rank); err != nil {
 		return err
+	}
+	if c := tm.c; c.smp != nil && !tm.epPath && fixedOK(h, flags, args) && len(payload) <= smp.MaxInline && lc != EventDefer && !c.mayBeRestricted() {
+		// The common small Medium Request through shared memory (it
+		// travels in the ring message), after the checks sendAM and
+		// inject make (a peer on this host takes any payload up to
+		// smp.MaxMedium), without an amSpec or a conduit.Header.
+		if dst := tm.jobrank(rank); !c.smp.IsRemote(dst) {
+			if err := c.smp.SendMedium(dst, true, uint8(h), 0, 0, args, payload, shortFlags(flags)); err != nil {
+				return c.shortErr("RequestMedium", err)
+			}
+			if lc != nil && !isLCSentinel(lc) {
+				*lc = EventInvalid // payload copied during the call: locally complete
+			}
+			return nil
+		}
 	}
 	return tm.sendAM(rank, &amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, h: h, payload: payload, lc: lc, flags: flags}, args)
 }
@@ -434,7 +451,7 @@ func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *E
 // ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
 // Request handler that received t, and not while holding an HSL.
 func (t *Token) ReplyShort(h AMIndex, flags Flags, args ...AMArg) error {
-	if t != nil && t.c.smp != nil && shortOK(h, flags, args) && t.mayReply() && t.g == gctx.ID() {
+	if t != nil && t.c.smp != nil && fixedOK(h, flags, args) && t.mayReply() && t.g == gctx.ID() {
 		// The common Reply through shared memory, after the checks reply
 		// (checkReply) and inject make, without an amSpec.
 		c := t.c
@@ -461,6 +478,19 @@ func (t *Token) mayReply() bool {
 // ReplyMedium implements gex_AM_ReplyMedium[M]. lc as for RequestMedium, except
 // that EventGroup is not permitted.
 func (t *Token) ReplyMedium(h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
+	if t != nil && t.c.smp != nil && fixedOK(h, flags, args) && len(payload) <= smp.MaxInline && lc != EventDefer && lc != EventGroup &&
+		t.mayReply() && t.g == gctx.ID() && !t.c.smp.IsRemote(t.src) {
+		// The common small Medium Reply through shared memory, after the
+		// checks reply and inject make (as RequestMedium's).
+		if err := t.c.smp.SendMedium(t.src, false, uint8(h), t.srcEP, uint16(t.ep.index), args, payload, shortFlags(flags)); err != nil {
+			return t.c.shortErr("ReplyMedium", err)
+		}
+		t.replied = true
+		if lc != nil && !isLCSentinel(lc) {
+			*lc = EventInvalid
+		}
+		return nil
+	}
 	return t.reply(&amSpec{op: "ReplyMedium", cat: conduit.Medium, h: h, payload: payload, lc: lc, flags: flags}, args)
 }
 

@@ -106,16 +106,26 @@ func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte) {
 // and the args. len(args) <= conduit.MaxArgs and s is at least
 // argsEnd(len(args)) bytes long.
 func encodeShort(s []byte, isReq bool, handler uint8, ep, srcEP uint16, src int, args []int32) {
-	k := uint64(conduit.Short)
+	k := byte(conduit.Short)
 	if isReq {
 		k |= kindReq
 	}
+	encodeFields(s, k, handler, ep, srcEP, src, 0, args)
+}
+
+// encodeFields is encodeSlot from the header's fields, for a message
+// without a pool buffer (a Short, or a Medium with kindInline in kind, whose
+// n bytes of payload the caller copies to payloadOff(len(args))), with
+// destination 0: the same bytes (TestEncodeShort, TestEncodeMedium).
+// len(args) <= conduit.MaxArgs and s is at least argsEnd(len(args)) bytes
+// long.
+func encodeFields(s []byte, kind, handler uint8, ep, srcEP uint16, src, n int, args []int32) {
 	nargs := len(args)
 	_ = s[argsEnd(nargs)-1]
 	// kind, handler, nargs, buf (0xff: none, as Send writes it), src; then
-	// nbytes (0), ep, srcEP.
-	binary.LittleEndian.PutUint64(s[offKind:], k|uint64(handler)<<8|uint64(nargs)<<16|0xff<<24|uint64(uint32(src))<<32)
-	binary.LittleEndian.PutUint64(s[offNBytes:], uint64(ep)<<32|uint64(srcEP)<<48)
+	// nbytes, ep, srcEP.
+	binary.LittleEndian.PutUint64(s[offKind:], uint64(kind)|uint64(handler)<<8|uint64(nargs)<<16|0xff<<24|uint64(uint32(src))<<32)
+	binary.LittleEndian.PutUint64(s[offNBytes:], uint64(uint32(n))|uint64(ep)<<32|uint64(srcEP)<<48)
 	binary.LittleEndian.PutUint64(s[offDest:], 0)
 	a := s[offArgs : offArgs+4*nargs]
 	for i, v := range args {

@@ -602,6 +602,44 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 	}
 }
 
+// MaxInline is the largest Medium payload SendMedium carries in the ring
+// message itself.
+const MaxInline = maxInline
+
+// SendMedium is Send for a Medium, with the header's fields as arguments:
+// a payload of at most MaxInline bytes to a peer on this host is encoded
+// with them straight into the ring message, without a conduit.Header;
+// anything else goes through SendRef. len(args) <= conduit.MaxArgs (the
+// caller checked it, and the payload against Limits).
+func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, payload []byte, flags conduit.SendFlags) error {
+	pr := &c.peers[dst]
+	if pr.remote || len(args) > conduit.MaxArgs || len(payload) > maxInline {
+		h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
+		copy(h.Args[:], args)
+		return c.SendRef(dst, &h, payload, flags)
+	}
+	k := byte(conduit.Medium) | kindInline
+	if isReq {
+		k |= kindReq
+	}
+	q := pr.ring[qidx(isReq)]
+	po := payloadOff(len(args))
+	for w := 0; ; w++ {
+		data, ticket, ok := q.Reserve(po + len(payload))
+		if ok {
+			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), args)
+			copy(data[po:], payload)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
 // sendShortHeader is SendShort through a conduit.Header (a remote peer).
 func (c *Conduit) sendShortHeader(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, flags conduit.SendFlags) error {
 	h := conduit.Header{Cat: conduit.Short, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
