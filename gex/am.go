@@ -192,7 +192,7 @@ func (t *Token) Addr() Addr { return t.dest }
 // unregistered handler or any mismatch, which deliverWith holds or refuses)
 // goes through deliverWith.
 func (c *Client) deliver(in *conduit.Incoming) {
-	if in.EP != 0 || in.Cat == conduit.Long {
+	if in.EP != 0 || in.Cat != conduit.Short && in.Cat != conduit.Medium {
 		c.deliverWith(in, nil)
 		return
 	}
