@@ -185,48 +185,47 @@ func (t *Token) Addr() Addr { return t.dest }
 // deliver is the conduit's Delivery: it re-checks every incoming AM against
 // the handler table and the segment bounds (nothing a peer sends may make this
 // rank write outside its segment or crash), then runs the handler.
-//
-// The common AM, a Short or Medium to the primordial endpoint whose handler
-// is registered and accepts it, is checked and run here, deliverWith's and
-// run's work in one frame; everything else (other endpoints, Longs, an
-// unregistered handler or any mismatch, which deliverWith holds or refuses)
-// goes through deliverWith.
 func (c *Client) deliver(in *conduit.Incoming) {
-	if in.EP != 0 || in.Cat != conduit.Short && in.Cat != conduit.Medium {
-		c.deliverWith(in, nil)
-		return
-	}
-	e := c.ep.handlers[in.Handler].Load()
-	// The entry must have the category's flag (FlagAMShort or
-	// FlagAMMedium: Cat << 32) and want (FlagAMRequest or FlagAMReply).
-	want, q, t := FlagAMReply, 1, &c.repTok
-	if in.IsReq {
-		want, q, t = FlagAMRequest, 0, &c.reqTok
-	}
-	if e == nil || e.Flags&(Flags(in.Cat)<<32) == 0 || e.Flags&want == 0 || e.NArgs != anyNArgs && int(in.NArgs) != e.NArgs {
-		c.deliverWith(in, nil)
-		return
-	}
-	payload := in.Payload
-	if in.Cat == conduit.Short {
-		payload = nil
-	}
-	g := in.G
-	if g == 0 {
-		g = gctx.ID()
-	}
-	t.ep = c.ep
-	c.run(in, e, payload, t, q, g)
+	c.deliverWith(in, nil)
 }
 
 // FlagAMShort and FlagAMMedium are the conduit's Short and Medium
-// categories shifted left by 32 (deliver's test; this fails to compile if
-// either moves).
+// categories shifted left by 32 (deliverWith's fast test; this fails to
+// compile if either moves).
 const _ = -uint(FlagAMShort^Flags(conduit.Short)<<32) - uint(FlagAMMedium^Flags(conduit.Medium)<<32)
 
 // deliverWith is deliver; a non-nil t is the token and context of AMs
 // released from the hold (refuse.go).
+//
+// The common AM, a Short or Medium from a conduit to the primordial
+// endpoint whose handler is registered and accepts it, takes the first
+// branch: the same checks in one condition, and the handler runs. Anything
+// else (another endpoint, a Long, a held AM, an unregistered handler or any
+// mismatch, which the checks below hold or refuse with their reasons) goes
+// the long way.
 func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
+	if held == nil && in.EP == 0 && (in.Cat == conduit.Short || in.Cat == conduit.Medium) {
+		e := c.ep.handlers[in.Handler].Load()
+		// The entry must have the category's flag (FlagAMShort or
+		// FlagAMMedium: Cat << 32) and want (FlagAMRequest or FlagAMReply).
+		want, q, t := FlagAMReply, 1, &c.repTok
+		if in.IsReq {
+			want, q, t = FlagAMRequest, 0, &c.reqTok
+		}
+		if e != nil && e.Flags&(Flags(in.Cat)<<32) != 0 && e.Flags&want != 0 && (e.NArgs == anyNArgs || int(in.NArgs) == e.NArgs) {
+			payload := in.Payload
+			if in.Cat == conduit.Short {
+				payload = nil
+			}
+			g := in.G
+			if g == 0 {
+				g = gctx.ID()
+			}
+			t.ep = c.ep
+			c.run(in, e, payload, t, q, g)
+			return
+		}
+	}
 	ep := c.ep
 	if in.EP != 0 {
 		// Memory Kinds, "gex_EP_Create": the destination endpoint index is
