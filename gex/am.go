@@ -444,7 +444,35 @@ func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *E
 	if err := tm.checkRank("RequestLong", rank); err != nil {
 		return err
 	}
+	if c := tm.c; c.smp != nil && !tm.epPath && len(payload) > 0 && fixedOK(h, flags&^FlagPeerSegOffset, args) && lc != EventDefer && !c.mayBeRestricted() {
+		// The common Long Request to a mapped peer's segment, after the
+		// checks sendAM and inject make (the bounds and the limit by
+		// smp.LongView, the overlap here), without an amSpec or a
+		// conduit.Header; where any of them fails, the general path
+		// below words the error.
+		dst := tm.jobrank(rank)
+		if view, d := c.longView(dst, dest, flags, len(payload)); view != nil && !overlaps(payload, view) {
+			if err := c.smp.SendLong(dst, true, uint8(h), 0, args, payload, view, d, shortFlags(flags)); err != nil {
+				return c.shortErr("RequestLong", err)
+			}
+			if lc != nil && !isLCSentinel(lc) {
+				*lc = EventInvalid
+			}
+			return nil
+		}
+	}
 	return tm.sendAM(rank, &amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+}
+
+// longView is smp.Conduit.LongView for a Long of n bytes to dest (an
+// offset with FlagPeerSegOffset) in rank dst's primordial segment, and the
+// owner address it goes to.
+func (c *Client) longView(dst int, dest Addr, flags Flags, n int) ([]byte, uint64) {
+	d := uint64(dest)
+	if flags&FlagPeerSegOffset != 0 {
+		d += c.smp.Segment(dst).Owner
+	}
+	return c.smp.LongView(dst, d, n), d
 }
 
 // ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
@@ -495,6 +523,22 @@ func (t *Token) ReplyMedium(h AMIndex, payload []byte, lc *Event, flags Flags, a
 
 // ReplyLong implements gex_AM_ReplyLong[M]. lc as for ReplyMedium.
 func (t *Token) ReplyLong(h AMIndex, payload []byte, dest Addr, lc *Event, flags Flags, args ...AMArg) error {
+	if t != nil && t.c.smp != nil && t.srcEP == 0 && len(payload) > 0 && fixedOK(h, flags&^FlagPeerSegOffset, args) && lc != EventDefer && lc != EventGroup &&
+		t.mayReply() && t.g == gctx.ID() {
+		// The common Long Reply to a mapped peer's primordial segment,
+		// after the checks reply and inject make (as RequestLong's).
+		c := t.c
+		if view, d := c.longView(t.src, dest, flags, len(payload)); view != nil && !overlaps(payload, view) {
+			if err := c.smp.SendLong(t.src, false, uint8(h), uint16(t.ep.index), args, payload, view, d, shortFlags(flags)); err != nil {
+				return c.shortErr("ReplyLong", err)
+			}
+			t.replied = true
+			if lc != nil && !isLCSentinel(lc) {
+				*lc = EventInvalid
+			}
+			return nil
+		}
+	}
 	return t.reply(&amSpec{op: "ReplyLong", cat: conduit.Long, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
 }
 

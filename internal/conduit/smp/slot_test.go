@@ -2,6 +2,7 @@ package smp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/gexgo/gexgo/internal/conduit"
@@ -212,6 +213,34 @@ func TestEncodeMedium(t *testing.T) {
 				if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
 					t.Fatalf("nargs=%d req=%v n=%d:\nencodeFields % x\nencodeSlot   % x", nargs, isReq, n, got[:m], want[:m])
 				}
+			}
+		}
+	}
+}
+
+// TestEncodeLong: SendLong's message (encodeFields with kindPlaced, then
+// the destination word) is byte for byte what encodeSlot writes for the
+// same placed Long sent through Send.
+func TestEncodeLong(t *testing.T) {
+	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
+		for _, isReq := range []bool{true, false} {
+			h := conduit.Header{Cat: conduit.Long, IsReq: isReq, Handler: 140, NArgs: uint8(nargs), SrcEP: 0x0102, Dest: 0x7fedcba987654321}
+			args := make([]int32, nargs)
+			for i := range args {
+				args[i] = int32(-104729*(i+1)) ^ int32(i<<24)
+				h.Args[i] = args[i]
+			}
+			want := bytes.Repeat([]byte{0x5a}, testSlotData)
+			got := bytes.Repeat([]byte{0xc3}, testSlotData)
+			encodeSlot(want, &h, 0x2345678, 4096, -1, kindPlaced)
+			k := byte(conduit.Long) | kindPlaced
+			if isReq {
+				k |= kindReq
+			}
+			encodeFields(got, k, 140, 0, 0x0102, 0x2345678, 4096, args)
+			binary.LittleEndian.PutUint64(got[offDest:], h.Dest)
+			if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
+				t.Fatalf("nargs=%d req=%v:\nSendLong   % x\nencodeSlot % x", nargs, isReq, got[:m], want[:m])
 			}
 		}
 	}

@@ -640,6 +640,56 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 	}
 }
 
+// LongView returns where a Long of n > 0 bytes to dest (an owner address)
+// lands in rank dst's segment, mapped into this process: the view
+// SendLong copies the payload into, or nil where the Long cannot take
+// that path (dst on another host or outside the neighbourhood, no segment,
+// n out of (0, MaxLongMapped], or [dest, dest+n) not inside the segment:
+// the caller then sends it the general way, which words the error).
+func (c *Conduit) LongView(dst int, dest uint64, n int) []byte {
+	pr := &c.peers[dst]
+	local := pr.seg.Local
+	if !pr.mapped || pr.remote || n <= 0 || n > MaxLongMapped || dest < pr.seg.Owner {
+		return nil
+	}
+	off := dest - pr.seg.Owner
+	if off > uint64(len(local)) || uint64(n) > uint64(len(local))-off {
+		return nil
+	}
+	return local[off : off+uint64(n)]
+}
+
+// SendLong is Send for a Long to the primordial endpoint of a mapped peer,
+// with the header's fields as arguments: the payload is copied into view
+// (from LongView(dst, dest, len(payload)), which the caller checked
+// against the payload for overlap), then the message, which carries no
+// payload, is encoded straight into the ring. len(args) <=
+// conduit.MaxArgs.
+func (c *Conduit) SendLong(dst int, isReq bool, handler uint8, srcEP uint16, args []int32, payload, view []byte, dest uint64, flags conduit.SendFlags) error {
+	pr := &c.peers[dst]
+	c.copyTo(dst, view, payload)
+	k := byte(conduit.Long) | kindPlaced
+	if isReq {
+		k |= kindReq
+	}
+	q := pr.ring[qidx(isReq)]
+	size := argsEnd(len(args))
+	for w := 0; ; w++ {
+		data, ticket, ok := q.Reserve(size)
+		if ok {
+			encodeFields(data, k, handler, 0, srcEP, c.rank, len(payload), args)
+			binary.LittleEndian.PutUint64(data[offDest:], dest)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
 // sendShortHeader is SendShort through a conduit.Header (a remote peer).
 func (c *Conduit) sendShortHeader(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, flags conduit.SendFlags) error {
 	h := conduit.Header{Cat: conduit.Short, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
