@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/conduit/smp"
 	"github.com/gexgo/gexgo/internal/gctx"
 )
 
@@ -188,9 +189,43 @@ func (c *Client) deliver(in *conduit.Incoming) {
 	c.deliverWith(in, nil)
 }
 
+// FlagAMShort and FlagAMMedium are the conduit's Short and Medium
+// categories shifted left by 32 (deliverWith's fast test; this fails to
+// compile if either moves).
+const _ = -uint(FlagAMShort^Flags(conduit.Short)<<32) - uint(FlagAMMedium^Flags(conduit.Medium)<<32)
+
 // deliverWith is deliver; a non-nil t is the token and context of AMs
 // released from the hold (refuse.go).
+//
+// The common AM, a Short or Medium from a conduit to the primordial
+// endpoint whose handler is registered and accepts it, takes the first
+// branch: the same checks in one condition, and the handler runs. Anything
+// else (another endpoint, a Long, a held AM, an unregistered handler or any
+// mismatch, which the checks below hold or refuse with their reasons) goes
+// the long way.
 func (c *Client) deliverWith(in *conduit.Incoming, held *Token) {
+	if held == nil && in.EP == 0 && (in.Cat == conduit.Short || in.Cat == conduit.Medium) {
+		e := c.ep.handlers[in.Handler].Load()
+		// The entry must have the category's flag (FlagAMShort or
+		// FlagAMMedium: Cat << 32) and want (FlagAMRequest or FlagAMReply).
+		want, q, t := FlagAMReply, 1, &c.repTok
+		if in.IsReq {
+			want, q, t = FlagAMRequest, 0, &c.reqTok
+		}
+		if e != nil && e.Flags&(Flags(in.Cat)<<32) != 0 && e.Flags&want != 0 && (e.NArgs == anyNArgs || int(in.NArgs) == e.NArgs) {
+			payload := in.Payload
+			if in.Cat == conduit.Short {
+				payload = nil
+			}
+			g := in.G
+			if g == 0 {
+				g = gctx.ID()
+			}
+			t.ep = c.ep
+			c.run(in, e, payload, t, q, g)
+			return
+		}
+	}
 	ep := c.ep
 	if in.EP != 0 {
 		// Memory Kinds, "gex_EP_Create": the destination endpoint index is
@@ -340,7 +375,40 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 	if err := tm.checkRank("RequestShort", rank); err != nil {
 		return err
 	}
+	if c := tm.c; c.smp != nil && !tm.epPath && fixedOK(h, flags, args) && !c.mayBeRestricted() {
+		// The common Request through shared memory, after the checks
+		// sendAM and inject make (rank, restricted context, handler
+		// index, nargs, flags), without an amSpec.
+		dst := tm.jobrank(rank)
+		if err := c.smp.SendShort(dst, true, uint8(h), 0, 0, args, shortFlags(flags)); err != nil {
+			return c.shortErr("RequestShort", err)
+		}
+		if c.smp.IsRemote(dst) {
+			c.watch.progress.Add(1) // through shared memory, SentTraffic counts it (watch.go)
+		}
+		return nil
+	}
 	return tm.sendAM(rank, &amSpec{op: "RequestShort", cat: conduit.Short, isReq: true, h: h, flags: flags}, args)
+}
+
+// fixedOK reports whether an AM to handler h with flags and args passes
+// the initiator's checks of those (buildHeader's, for a Short all of them).
+func fixedOK(h AMIndex, flags Flags, args []AMArg) bool {
+	return h >= AMIndexBase && len(args) <= MaxArgs && flags&^amInjectAllowed == 0
+}
+
+// shortFlags are the conduit's send flags for an AM's flags.
+func shortFlags(flags Flags) conduit.SendFlags {
+	if flags&FlagImmediate != 0 {
+		return conduit.Immediate
+	}
+	return 0
+}
+
+// shortErr is injected's error for a Short or Medium that smp.SendShort or
+// SendMedium refused.
+func (c *Client) shortErr(op string, err error) error {
+	return c.report(c.injected(&amSpec{op: op}, err))
 }
 
 // RequestMedium implements gex_AM_RequestMedium[M]. lc is the local completion
@@ -350,6 +418,21 @@ func (tm *TM) RequestShort(rank Rank, h AMIndex, flags Flags, args ...AMArg) err
 func (tm *TM) RequestMedium(rank Rank, h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
 	if err := tm.checkRank("RequestMedium", rank); err != nil {
 		return err
+	}
+	if c := tm.c; c.smp != nil && !tm.epPath && fixedOK(h, flags, args) && len(payload) <= smp.MaxInline && lc != EventDefer && !c.mayBeRestricted() {
+		// The common small Medium Request through shared memory (it
+		// travels in the ring message), after the checks sendAM and
+		// inject make (a peer on this host takes any payload up to
+		// smp.MaxMedium), without an amSpec or a conduit.Header.
+		if dst := tm.jobrank(rank); !c.smp.IsRemote(dst) {
+			if err := c.smp.SendMedium(dst, true, uint8(h), 0, 0, args, payload, shortFlags(flags)); err != nil {
+				return c.shortErr("RequestMedium", err)
+			}
+			if lc != nil && !isLCSentinel(lc) {
+				*lc = EventInvalid // payload copied during the call: locally complete
+			}
+			return nil
+		}
 	}
 	return tm.sendAM(rank, &amSpec{op: "RequestMedium", cat: conduit.Medium, isReq: true, h: h, payload: payload, lc: lc, flags: flags}, args)
 }
@@ -361,23 +444,101 @@ func (tm *TM) RequestLong(rank Rank, h AMIndex, payload []byte, dest Addr, lc *E
 	if err := tm.checkRank("RequestLong", rank); err != nil {
 		return err
 	}
+	if c := tm.c; c.smp != nil && !tm.epPath && len(payload) > 0 && fixedOK(h, flags&^FlagPeerSegOffset, args) && lc != EventDefer && !c.mayBeRestricted() {
+		// The common Long Request to a mapped peer's segment, after the
+		// checks sendAM and inject make (the bounds and the limit by
+		// smp.LongView, the overlap here), without an amSpec or a
+		// conduit.Header; where any of them fails, the general path
+		// below words the error.
+		dst := tm.jobrank(rank)
+		if view, d := c.longView(dst, dest, flags, len(payload)); view != nil && !overlaps(payload, view) {
+			if err := c.smp.SendLong(dst, true, uint8(h), 0, args, payload, view, d, shortFlags(flags)); err != nil {
+				return c.shortErr("RequestLong", err)
+			}
+			if lc != nil && !isLCSentinel(lc) {
+				*lc = EventInvalid
+			}
+			return nil
+		}
+	}
 	return tm.sendAM(rank, &amSpec{op: "RequestLong", cat: conduit.Long, isReq: true, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
+}
+
+// longView is smp.Conduit.LongView for a Long of n bytes to dest (an
+// offset with FlagPeerSegOffset) in rank dst's primordial segment, and the
+// owner address it goes to.
+func (c *Client) longView(dst int, dest Addr, flags Flags, n int) ([]byte, uint64) {
+	d := uint64(dest)
+	if flags&FlagPeerSegOffset != 0 {
+		d += c.smp.Segment(dst).Owner
+	}
+	return c.smp.LongView(dst, d, n), d
 }
 
 // ReplyShort implements gex_AM_ReplyShort[M]: permitted once, inside the
 // Request handler that received t, and not while holding an HSL.
 func (t *Token) ReplyShort(h AMIndex, flags Flags, args ...AMArg) error {
+	if t != nil && t.c.smp != nil && fixedOK(h, flags, args) && t.mayReply() && t.g == gctx.ID() {
+		// The common Reply through shared memory, after the checks reply
+		// (checkReply) and inject make, without an amSpec.
+		c := t.c
+		if err := c.smp.SendShort(t.src, false, uint8(h), t.srcEP, uint16(t.ep.index), args, shortFlags(flags)); err != nil {
+			return c.shortErr("ReplyShort", err)
+		}
+		t.replied = true
+		if c.smp.IsRemote(t.src) {
+			c.watch.progress.Add(1)
+		}
+		return nil
+	}
 	return t.reply(&amSpec{op: "ReplyShort", cat: conduit.Short, h: h, flags: flags}, args)
+}
+
+// mayReply reports, with t.g == gctx.ID() (the caller tests it after),
+// whether checkReply certainly passes (false: it may not; ask checkReply):
+// t is live, a Request's, not yet replied to, with no Prepare under way and
+// no HSL held anywhere in the process.
+func (t *Token) mayReply() bool {
+	return t.live && t.isReq && !t.replied && uint32(t.c.prepareG.n.Load())|uint32(hslHolders.n.Load()) == 0
 }
 
 // ReplyMedium implements gex_AM_ReplyMedium[M]. lc as for RequestMedium, except
 // that EventGroup is not permitted.
 func (t *Token) ReplyMedium(h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
+	if t != nil && t.c.smp != nil && fixedOK(h, flags, args) && len(payload) <= smp.MaxInline && lc != EventDefer && lc != EventGroup &&
+		t.mayReply() && t.g == gctx.ID() && !t.c.smp.IsRemote(t.src) {
+		// The common small Medium Reply through shared memory, after the
+		// checks reply and inject make (as RequestMedium's).
+		if err := t.c.smp.SendMedium(t.src, false, uint8(h), t.srcEP, uint16(t.ep.index), args, payload, shortFlags(flags)); err != nil {
+			return t.c.shortErr("ReplyMedium", err)
+		}
+		t.replied = true
+		if lc != nil && !isLCSentinel(lc) {
+			*lc = EventInvalid
+		}
+		return nil
+	}
 	return t.reply(&amSpec{op: "ReplyMedium", cat: conduit.Medium, h: h, payload: payload, lc: lc, flags: flags}, args)
 }
 
 // ReplyLong implements gex_AM_ReplyLong[M]. lc as for ReplyMedium.
 func (t *Token) ReplyLong(h AMIndex, payload []byte, dest Addr, lc *Event, flags Flags, args ...AMArg) error {
+	if t != nil && t.c.smp != nil && t.srcEP == 0 && len(payload) > 0 && fixedOK(h, flags&^FlagPeerSegOffset, args) && lc != EventDefer && lc != EventGroup &&
+		t.mayReply() && t.g == gctx.ID() {
+		// The common Long Reply to a mapped peer's primordial segment,
+		// after the checks reply and inject make (as RequestLong's).
+		c := t.c
+		if view, d := c.longView(t.src, dest, flags, len(payload)); view != nil && !overlaps(payload, view) {
+			if err := c.smp.SendLong(t.src, false, uint8(h), uint16(t.ep.index), args, payload, view, d, shortFlags(flags)); err != nil {
+				return c.shortErr("ReplyLong", err)
+			}
+			t.replied = true
+			if lc != nil && !isLCSentinel(lc) {
+				*lc = EventInvalid
+			}
+			return nil
+		}
+	}
 	return t.reply(&amSpec{op: "ReplyLong", cat: conduit.Long, h: h, payload: payload, dest: dest, lc: lc, flags: flags}, args)
 }
 

@@ -409,8 +409,10 @@ func (c *Client) blockUntil(op string, cond func() bool) error {
 // blockUntilEv is blockUntil recording that it waits for the operation of
 // ev (nil: unknown), for --hang-timeout reports and error messages.
 func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error {
-	if err := c.checkRestricted(op); err != nil {
-		return err
+	if c.mayBeRestricted() { // checkRestricted, its common case inlined
+		if err := c.checkRestrictedSlow(op); err != nil {
+			return err
+		}
 	}
 	if cond() {
 		return nil
@@ -418,9 +420,17 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 	// A wait that ends within a few polls (an AM round trip through shared
 	// memory) is not recorded for the hang reports: that takes a lock twice.
 	for range quickPolls {
-		if n := c.cd.Poll(false); n > 0 {
+		var n int
+		if c.smp != nil {
+			n = c.smp.Poll(false) // a direct call
+		} else {
+			n = c.cd.Poll(false)
+		}
+		if n > 0 {
 			c.polled(n)
-			c.coll.progress()
+			if c.coll.pending() {
+				c.coll.progress()
+			}
 		}
 		if cond() {
 			return nil

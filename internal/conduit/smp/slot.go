@@ -106,16 +106,26 @@ func encodeSlot(s []byte, h *conduit.Header, src, n, buf int, flags byte) {
 // and the args. len(args) <= conduit.MaxArgs and s is at least
 // argsEnd(len(args)) bytes long.
 func encodeShort(s []byte, isReq bool, handler uint8, ep, srcEP uint16, src int, args []int32) {
-	k := uint64(conduit.Short)
+	k := byte(conduit.Short)
 	if isReq {
 		k |= kindReq
 	}
+	encodeFields(s, k, handler, ep, srcEP, src, 0, args)
+}
+
+// encodeFields is encodeSlot from the header's fields, for a message
+// without a pool buffer (a Short, or a Medium with kindInline in kind, whose
+// n bytes of payload the caller copies to payloadOff(len(args))), with
+// destination 0: the same bytes (TestEncodeShort, TestEncodeMedium).
+// len(args) <= conduit.MaxArgs and s is at least argsEnd(len(args)) bytes
+// long.
+func encodeFields(s []byte, kind, handler uint8, ep, srcEP uint16, src, n int, args []int32) {
 	nargs := len(args)
 	_ = s[argsEnd(nargs)-1]
 	// kind, handler, nargs, buf (0xff: none, as Send writes it), src; then
-	// nbytes (0), ep, srcEP.
-	binary.LittleEndian.PutUint64(s[offKind:], k|uint64(handler)<<8|uint64(nargs)<<16|0xff<<24|uint64(uint32(src))<<32)
-	binary.LittleEndian.PutUint64(s[offNBytes:], uint64(ep)<<32|uint64(srcEP)<<48)
+	// nbytes, ep, srcEP.
+	binary.LittleEndian.PutUint64(s[offKind:], uint64(kind)|uint64(handler)<<8|uint64(nargs)<<16|0xff<<24|uint64(uint32(src))<<32)
+	binary.LittleEndian.PutUint64(s[offNBytes:], uint64(uint32(n))|uint64(ep)<<32|uint64(srcEP)<<48)
 	binary.LittleEndian.PutUint64(s[offDest:], 0)
 	a := s[offArgs : offArgs+4*nargs]
 	for i, v := range args {
@@ -154,7 +164,52 @@ var errSlot = errors.New("smp: malformed AM slot")
 // the message's length too), source rank against size, payload length
 // against maxPayload (and the message for inline payloads). It never panics,
 // whatever s holds; on error h may be partly overwritten.
+//
+// Every check is made on the two header words at once, in one condition;
+// a message that fails any goes to slotErr, which finds and words the
+// error (out of line: the drain's common path carries no formatting).
 func decodeSlot(s []byte, h *conduit.Header, m *slotMeta, size, maxPayload int) error {
+	if len(s) < offArgs {
+		return slotErr(s, size, maxPayload)
+	}
+	w0 := binary.LittleEndian.Uint64(s[offKind:])   // kind, handler, nargs, buf, src
+	w1 := binary.LittleEndian.Uint64(s[offNBytes:]) // nbytes, ep, srcEP
+	k := byte(w0)
+	cat := conduit.Category(k & kindCatMask)
+	nargs := int(byte(w0 >> 16))
+	src := uint32(w0 >> 32)
+	n := uint32(w1)
+	inline, placed := k&kindInline != 0, k&kindPlaced != 0
+	if k&^kindKnown != 0 || cat == 0 || nargs > conduit.MaxArgs || argsEnd(nargs) > len(s) ||
+		int64(src) >= int64(size) || cat == conduit.Short && n != 0 || int64(n) > int64(maxPayload) ||
+		inline && int64(n) > int64(len(s)-payloadOff(nargs)) || placed && (cat != conduit.Long || inline) {
+		return slotErr(s, size, maxPayload)
+	}
+	h.Cat, h.IsReq, h.Handler, h.NArgs = cat, k&kindReq != 0, byte(w0>>8), uint8(nargs)
+	h.Dest = binary.LittleEndian.Uint64(s[offDest:])
+	h.EP, h.SrcEP = uint16(w1>>32), uint16(w1>>48)
+	a := s[offArgs : offArgs+4*nargs]
+	for i := range nargs {
+		h.Args[i] = int32(binary.LittleEndian.Uint32(a[4*i:]))
+	}
+	m.Src, m.NBytes, m.Inline, m.Placed = int(src), int(n), inline, placed
+	m.Buf = int(byte(w0 >> 24))
+	return nil
+}
+
+// slotErr is decodeSlot's error for a message that failed its checks.
+func slotErr(s []byte, size, maxPayload int) error {
+	var h conduit.Header
+	var m slotMeta
+	if err := decodeSlotChecked(s, &h, &m, size, maxPayload); err != nil {
+		return err
+	}
+	return errSlot // not reached: both make the same checks (FuzzDecodeSlotAgrees)
+}
+
+// decodeSlotChecked is decodeSlot written one check at a time, each with
+// its own error.
+func decodeSlotChecked(s []byte, h *conduit.Header, m *slotMeta, size, maxPayload int) error {
 	if len(s) < offArgs {
 		return fmt.Errorf("%w: message of %d bytes is shorter than the %d-byte header", errSlot, len(s), offArgs)
 	}

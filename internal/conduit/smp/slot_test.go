@@ -2,6 +2,7 @@ package smp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/gexgo/gexgo/internal/conduit"
@@ -132,6 +133,114 @@ func TestEncodeShort(t *testing.T) {
 			n := argsEnd(nargs)
 			if !bytes.Equal(got[:n], want[:n]) {
 				t.Fatalf("nargs=%d req=%v:\nencodeShort % x\nencodeSlot  % x", nargs, isReq, got[:n], want[:n])
+			}
+		}
+	}
+}
+
+// FuzzDecodeSlotAgrees: decodeSlot (its checks in one condition) and
+// decodeSlotChecked (one check at a time, each with its error) accept the
+// same messages and decode them alike, for several job sizes and payload
+// limits. The seeds are good messages of every category and each of
+// TestSlotRejects' malformations, so the seed run alone fails if the fast
+// condition drops a check.
+func FuzzDecodeSlotAgrees(f *testing.F) {
+	for _, cat := range []conduit.Category{conduit.Short, conduit.Medium, conduit.Long} {
+		for _, nargs := range []int{0, 3, 16} {
+			_, s := sampleSlot(cat, cat == conduit.Medium, cat == conduit.Medium, nargs, make([]byte, 40*int(cat-1)))
+			f.Add(s, 4, 65536)
+		}
+	}
+	_, good := sampleSlot(conduit.Medium, true, true, 2, make([]byte, 10))
+	placed, _ := sampleSlot(conduit.Long, false, false, 1, nil)
+	placed.Placed, placed.NBytes = true, 100
+	ps := make([]byte, testSlotData)
+	encodeSlotHeader(ps, &placed, nil)
+	f.Add(ps, 4, 65536)
+	f.Add(ps, 4, 99)
+	for _, mut := range []func(s []byte) []byte{
+		func(s []byte) []byte { return s[:offArgs-1] },
+		func(s []byte) []byte { s[offKind] &^= kindCatMask; return s },
+		func(s []byte) []byte { s[offKind] |= 0x80; return s },
+		func(s []byte) []byte { s[offNArgs] = 17; return s },
+		func(s []byte) []byte { s[offSrc] = 9; return s },
+		func(s []byte) []byte { s[offNBytes] = 0xff; s[offNBytes+1] = 0; return s },
+		func(s []byte) []byte { s[offKind] &^= kindInline; s[offNBytes+2] = 2; return s },
+		func(s []byte) []byte { s[offKind] |= kindPlaced; return s },
+		func(s []byte) []byte { return s[:argsEnd(2)-1] },
+		func(s []byte) []byte { s[offKind] = byte(conduit.Short) | kindReq; return s }, // a Short with a payload length
+	} {
+		f.Add(mut(append([]byte(nil), good...)), 4, 65536)
+	}
+	f.Fuzz(func(t *testing.T, s []byte, size, maxPayload int) {
+		var a, b slotHeader
+		errA := decodeSlot(s, &a.Header, &a.slotMeta, size, maxPayload)
+		errB := decodeSlotChecked(s, &b.Header, &b.slotMeta, size, maxPayload)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("decodeSlot: %v; decodeSlotChecked: %v (% x)", errA, errB, s)
+		}
+		if errA == nil && a != b {
+			t.Fatalf("decoded differently:\n%+v\n%+v", a, b)
+		}
+		if errA != nil && errA.Error() != errB.Error() {
+			t.Fatalf("errors differ: %v / %v", errA, errB)
+		}
+	})
+}
+
+// TestEncodeMedium: the inline Medium fast path (SendMedium) writes the
+// same header bytes as encodeSlot does for the same AM sent through Send,
+// for every number of args, request and reply, and payload lengths from 0
+// to maxInline, over a message that held other bytes before.
+func TestEncodeMedium(t *testing.T) {
+	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
+		for _, isReq := range []bool{true, false} {
+			for _, n := range []int{0, 1, 8, maxInline} {
+				h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: 133, NArgs: uint8(nargs), EP: 0x4321, SrcEP: 0xcdef}
+				args := make([]int32, nargs)
+				for i := range args {
+					args[i] = int32(7907*(i+1)) ^ int32(i<<22)
+					h.Args[i] = args[i]
+				}
+				want := bytes.Repeat([]byte{0x5a}, testSlotData)
+				got := bytes.Repeat([]byte{0xc3}, testSlotData)
+				encodeSlot(want, &h, 0x1234567, n, -1, kindInline)
+				k := byte(conduit.Medium) | kindInline
+				if isReq {
+					k |= kindReq
+				}
+				encodeFields(got, k, 133, 0x4321, 0xcdef, 0x1234567, n, args)
+				if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
+					t.Fatalf("nargs=%d req=%v n=%d:\nencodeFields % x\nencodeSlot   % x", nargs, isReq, n, got[:m], want[:m])
+				}
+			}
+		}
+	}
+}
+
+// TestEncodeLong: SendLong's message (encodeFields with kindPlaced, then
+// the destination word) is byte for byte what encodeSlot writes for the
+// same placed Long sent through Send.
+func TestEncodeLong(t *testing.T) {
+	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
+		for _, isReq := range []bool{true, false} {
+			h := conduit.Header{Cat: conduit.Long, IsReq: isReq, Handler: 140, NArgs: uint8(nargs), SrcEP: 0x0102, Dest: 0x7fedcba987654321}
+			args := make([]int32, nargs)
+			for i := range args {
+				args[i] = int32(-104729*(i+1)) ^ int32(i<<24)
+				h.Args[i] = args[i]
+			}
+			want := bytes.Repeat([]byte{0x5a}, testSlotData)
+			got := bytes.Repeat([]byte{0xc3}, testSlotData)
+			encodeSlot(want, &h, 0x2345678, 4096, -1, kindPlaced)
+			k := byte(conduit.Long) | kindPlaced
+			if isReq {
+				k |= kindReq
+			}
+			encodeFields(got, k, 140, 0, 0x0102, 0x2345678, 4096, args)
+			binary.LittleEndian.PutUint64(got[offDest:], h.Dest)
+			if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
+				t.Fatalf("nargs=%d req=%v:\nSendLong   % x\nencodeSlot % x", nargs, isReq, got[:m], want[:m])
 			}
 		}
 	}

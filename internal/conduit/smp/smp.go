@@ -614,6 +614,94 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 	}
 }
 
+// MaxInline is the largest Medium payload SendMedium carries in the ring
+// message itself.
+const MaxInline = maxInline
+
+// SendMedium is Send for a Medium, with the header's fields as arguments:
+// a payload of at most MaxInline bytes to a peer on this host is encoded
+// with them straight into the ring message, without a conduit.Header;
+// anything else goes through SendRef. len(args) <= conduit.MaxArgs (the
+// caller checked it, and the payload against Limits).
+func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, payload []byte, flags conduit.SendFlags) error {
+	pr := &c.peers[dst]
+	if pr.remote || len(args) > conduit.MaxArgs || len(payload) > maxInline {
+		h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
+		copy(h.Args[:], args)
+		return c.SendRef(dst, &h, payload, flags)
+	}
+	k := byte(conduit.Medium) | kindInline
+	if isReq {
+		k |= kindReq
+	}
+	q := pr.ring[qidx(isReq)]
+	po := payloadOff(len(args))
+	for w := 0; ; w++ {
+		data, ticket, ok := q.Reserve(po + len(payload))
+		if ok {
+			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), args)
+			copy(data[po:], payload)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
+// LongView returns where a Long of n > 0 bytes to dest (an owner address)
+// lands in rank dst's segment, mapped into this process: the view
+// SendLong copies the payload into, or nil where the Long cannot take
+// that path (dst on another host or outside the neighbourhood, no segment,
+// n out of (0, MaxLongMapped], or [dest, dest+n) not inside the segment:
+// the caller then sends it the general way, which words the error).
+func (c *Conduit) LongView(dst int, dest uint64, n int) []byte {
+	pr := &c.peers[dst]
+	local := pr.seg.Local
+	if !pr.mapped || pr.remote || n <= 0 || n > MaxLongMapped || dest < pr.seg.Owner {
+		return nil
+	}
+	off := dest - pr.seg.Owner
+	if off > uint64(len(local)) || uint64(n) > uint64(len(local))-off {
+		return nil
+	}
+	return local[off : off+uint64(n)]
+}
+
+// SendLong is Send for a Long to the primordial endpoint of a mapped peer,
+// with the header's fields as arguments: the payload is copied into view
+// (from LongView(dst, dest, len(payload)), which the caller checked
+// against the payload for overlap), then the message, which carries no
+// payload, is encoded straight into the ring. len(args) <=
+// conduit.MaxArgs.
+func (c *Conduit) SendLong(dst int, isReq bool, handler uint8, srcEP uint16, args []int32, payload, view []byte, dest uint64, flags conduit.SendFlags) error {
+	pr := &c.peers[dst]
+	c.copyTo(dst, view, payload)
+	k := byte(conduit.Long) | kindPlaced
+	if isReq {
+		k |= kindReq
+	}
+	q := pr.ring[qidx(isReq)]
+	size := argsEnd(len(args))
+	for w := 0; ; w++ {
+		data, ticket, ok := q.Reserve(size)
+		if ok {
+			encodeFields(data, k, handler, 0, srcEP, c.rank, len(payload), args)
+			binary.LittleEndian.PutUint64(data[offDest:], dest)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
 // sendShortHeader is SendShort through a conduit.Header (a remote peer).
 func (c *Conduit) sendShortHeader(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, flags conduit.SendFlags) error {
 	h := conduit.Header{Cat: conduit.Short, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
@@ -711,12 +799,19 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 	if c.cfg.Remote != nil {
 		return c.pollWithRemote(repliesOnly)
 	}
-	n := 0
-	if c.ringWaiting(1) {
-		n += c.tryDrain(1, gctx.ID())
+	w1 := c.ringWaiting(1)
+	w0 := !w1 && !repliesOnly && c.ringWaiting(0)
+	if !w1 && !w0 {
+		return 0 // the empty poll of a wait loop: two loads per ring, no call
 	}
-	if !repliesOnly && c.ringWaiting(0) {
-		n += c.tryDrain(0, gctx.ID())
+	g := gctx.ID()
+	n := 0
+	if w1 {
+		n += c.tryDrain(1, g)
+		w0 = !repliesOnly && c.ringWaiting(0) // requests that came meanwhile
+	}
+	if w0 {
+		n += c.tryDrain(0, g)
 	}
 	if n > 0 {
 		c.bell.Withdraw() // awake: producers need not ring (shm.Bell.Sleep)
@@ -807,8 +902,11 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 			in.Payload = buf[:m.NBytes]
 		}
 		in.Src, in.Placed = m.Src, m.Placed
+		// in.Payload is left as it is after the handler: it points into
+		// the rings, the pools or the segment, which live as long as the
+		// conduit, and the next message overwrites it (a store less, and
+		// its write barrier check).
 		c.deliver(in)
-		in.Payload = nil
 		if pool != nil {
 			pool.Put(m.Buf)
 		}
