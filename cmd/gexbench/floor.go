@@ -19,6 +19,12 @@ import (
 //     segment, rank 1 (which maps that segment) answers with the value + 1,
 //     rank 0 waits for it: one round trip of a cache line, the floor under
 //     an AM round trip.
+//   - two-line ping-pong: rank 0 stores a value in line A, rank 1 waits
+//     for it and stores it in line B, rank 0 waits for B: what an AM round
+//     trip moves at least (the request and its reply are written by
+//     different ranks into different lines, so neither line bounces back
+//     to the core that wrote it last: each direction is a line written
+//     here and read there).
 //   - flag barrier: ranks 0 and 1 each store the barrier's number in their
 //     own line and wait until the other's line holds it: the floor under a
 //     2-rank barrier.
@@ -38,7 +44,9 @@ const (
 	floorFlag0 = 64
 	floorFlag1 = 128
 	floorEcho  = 192 // the copy echo's words, one line per size
-	floorBytes = floorEcho + 64*len(echoSizes)
+	floorTwoA  = floorEcho + 64*len(echoSizes)
+	floorTwoB  = floorTwoA + 64
+	floorBytes = floorTwoB + 64
 	floorStop  = ^uint64(0) // ping or echo word: rank 1 stops answering
 	floorIters = 200000
 	// The copy echo's buffers A and B, each echoSizes' largest, from
@@ -55,6 +63,7 @@ var echoSizes = [...]int{4 << 10, floorEchoMax}
 // not share memory (why says so).
 type floorStats struct {
 	ping, flag latStats
+	two        latStats // two-line ping-pong
 	echo       [len(echoSizes)]latStats
 	ok         bool
 	why        string
@@ -133,6 +142,9 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 	if err != nil {
 		return nil, err
 	}
+	if fs.two, err = twoLines(iters, cfg.batches, mem, me); err != nil {
+		return nil, err
+	}
 	if err := copyEcho(cfg, fs, mem, me); err != nil {
 		return nil, err
 	}
@@ -165,6 +177,45 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		fillPattern(mem[:floorSegBytes], 0) // the segment as the other benchmarks expect it
 	}
 	return fs, nil
+}
+
+// twoLines measures the two-line ping-pong (rank 0 times it, rank 1
+// answers): rank 0 writes only line A, rank 1 only line B.
+func twoLines(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
+	a, b := shm.Uint64At(mem, floorTwoA), shm.Uint64At(mem, floorTwoB)
+	if me == 1 {
+		last := uint64(0)
+		for spins := 0; ; spins++ {
+			v := a.Load()
+			if v == floorStop {
+				return latStats{}, nil
+			}
+			if v != last {
+				b.Store(v)
+				last, spins = v, 0
+			}
+			if spins > 1<<16 {
+				runtime.Gosched()
+				spins = 0
+			}
+		}
+	}
+	v := uint64(0)
+	st, err := timeBatches(iters, batches, func(n int) error {
+		for range n {
+			v++
+			a.Store(v)
+			for spins := 0; b.Load() != v; spins++ {
+				if spins > 1<<16 {
+					runtime.Gosched()
+					spins = 0
+				}
+			}
+		}
+		return nil
+	})
+	a.Store(floorStop)
+	return st, err
 }
 
 // copyEcho measures the copy echo of each of echoSizes (rank 0 times, rank 1
@@ -247,7 +298,8 @@ func answerPings(ping *atomic.Uint64, work func()) {
 }
 
 // rows adds the floors to res: the table lines and the CSV rows
-// floor-pingpong and floor-flagbarrier (path shm).
+// floor-pingpong, floor-twoline, floor-flagbarrier and floor-copyecho (path
+// shm).
 func (fs *floorStats) rows(res *results) {
 	if fs == nil {
 		return
@@ -258,11 +310,13 @@ func (fs *floorStats) rows(res *results) {
 	}
 	fmt.Fprintf(&res.table, "floors in the same run (ranks 0 and 1, shared memory, plain atomics, no gexgo call in the loop):\n")
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-line ping-pong round trip", "8 B", "", durName(fs.two.avg), durName(fs.two.median), durName(fs.two.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-process flag barrier", "0 B", "", durName(fs.flag.avg), durName(fs.flag.median), durName(fs.flag.min))
 	for k, n := range echoSizes {
 		fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  copy echo round trip (copy(), heap->A->B)", sizeName(n), "", durName(fs.echo[k].avg), durName(fs.echo[k].median), durName(fs.echo[k].min))
 	}
 	res.latRows("floor-pingpong", "shm", 8, fs.ping)
+	res.latRows("floor-twoline", "shm", 8, fs.two)
 	res.latRows("floor-flagbarrier", "shm", 0, fs.flag)
 	for k, n := range echoSizes {
 		res.latRows("floor-copyecho", "shm", n, fs.echo[k])

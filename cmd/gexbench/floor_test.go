@@ -8,7 +8,7 @@ import (
 )
 
 // TestFloors: `gexbench floor`, `am` and `barrier` print the shared-memory
-// floors of the same run (rows floor-pingpong, floor-flagbarrier and
+// floors of the same run (rows floor-pingpong, floor-twoline, floor-flagbarrier and
 // floor-copyecho of 4 KiB and 64 KiB, path shm, avg/median/min in us) when
 // rank 1's segment is mapped into rank 0, and print no floor rows when it is
 // not; the table of `gexbench floor` names the floors, or says why there are
@@ -36,6 +36,7 @@ func TestFloors(t *testing.T) {
 					return
 				}
 				n := wantRows(t, rows, []string{"floor-pingpong"}, "shm", []int{8}, lat)
+				n += wantRows(t, rows, []string{"floor-twoline"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-flagbarrier"}, "shm", []int{0}, lat)
 				n += wantRows(t, rows, []string{"floor-copyecho"}, "shm", []int{4096, 65536}, lat)
 				if len(floors) != n {
@@ -44,7 +45,7 @@ func TestFloors(t *testing.T) {
 				if bench == "floor" && len(rows) != n {
 					t.Errorf("floor printed %d rows, want only the %d floor rows:\n%s", len(rows), n, out)
 				}
-				for _, b := range []string{"floor-pingpong,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,"} {
+				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,"} {
 					if rows[b+"min"] > rows[b+"median"] {
 						t.Errorf("%s: min %v > median %v", b, rows[b+"min"], rows[b+"median"])
 					}
@@ -56,7 +57,7 @@ func TestFloors(t *testing.T) {
 			if spmdtest.InRank() {
 				return
 			}
-			want := []string{"cache-line ping-pong round trip", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
+			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
 			if p.name == "smp-am" {
 				want = []string{"floor: rank 1's segment is not mapped"}
 			}

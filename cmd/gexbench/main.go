@@ -80,14 +80,17 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
   am      Active Message round trips, as testam: a Short, then Mediums and Longs
           (into rank 1's segment) of the swept sizes up to the AM limits, each
           answered from the handler by a reply of the same kind (-iters default
-          20000); with the cache-line ping-pong and copy echo floors of the
-          same run (floor)
+          20000); with the cache-line ping-pong, two-line ping-pong and copy
+          echo floors of the same run (floor)
   barrier BarrierNB + Wait over all ranks of the job, back to back; with the
           two-process flag barrier floor of the same run (below)
   floor   the shared-memory floors alone, between ranks 0 and 1 (no gexgo call
           in the loop; sync/atomic on a word of rank 0's segment, which rank 1
-          maps): a cache-line ping-pong round trip (printed with am as its
-          reference) and a two-process flag barrier (each rank stores the
+          maps): a cache-line ping-pong round trip (one word that both ranks
+          write; printed with am as its reference), a two-line ping-pong
+          round trip (rank 0 writes line A, rank 1 waits for it and writes
+          line B, rank 0 waits for B: a request line and a reply line, as an
+          AM round trip moves at least), a two-process flag barrier (each rank stores the
           barrier's number in its own line and spins until the other's holds
           it; printed with barrier) and a copy echo of 4 KiB and 64 KiB (rank 0
           copies the bytes from its heap into a buffer A of the segment with
