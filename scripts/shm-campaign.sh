@@ -117,6 +117,9 @@ row "AM Long RT 8 B avg (us)" 0.317 am am-Long 8 avg 1
 row "AM Long RT 4 KiB avg (us)" 1.15 am am-Long 4096 avg 1
 row "AM Long RT 64 KiB avg (us)" 16.1 am am-Long 65536 avg 1
 row "  floor: cache-line ping-pong RT median (us)" "0.108-0.123" am floor-pingpong 8 median 1
+row "  floor: two-line ping-pong RT median (us)" "-" am floor-twoline 8 median 1
+row "  floor: copy echo 4 KiB median (us)" "-" am floor-copyecho 4096 median 1
+row "  floor: copy echo 64 KiB median (us)" "-" am floor-copyecho 65536 median 1
 row "barrier 2 ranks avg (us)" 0.219 barrier2 barrier-Barrier 0 avg 1
 row "  floor: flag barrier median (us)" 0.062 barrier2 floor-flagbarrier 0 median 1
 row "barrier 4 ranks avg (us)" 3.85 barrier4 barrier-Barrier 0 avg 1
