@@ -123,6 +123,7 @@ row "  floor: copy echo 64 KiB median (us)" "-" am floor-copyecho 65536 median 1
 row "barrier 2 ranks avg (us)" 0.219 barrier2 barrier-Barrier 0 avg 1
 row "  floor: flag barrier median (us)" 0.062 barrier2 floor-flagbarrier 0 median 1
 row "barrier 4 ranks avg (us)" 3.85 barrier4 barrier-Barrier 0 avg 1
+row "  floor: process switch RT median (us)" "-" barrier4 floor-switch 0 median 1
 row "8 B ReduceToAll avg (us)" 1.38 reduce reduce-ReduceToAll 8 avg 1
 row "8 B Broadcast avg (us)" 7.5 bcast bcast-Broadcast 8 avg 1
 row "1 MiB Broadcast heap avg (us)" 104 bcast bcast-Broadcast 1048576 avg 1

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gexgo/gexgo/gex"
 	"github.com/gexgo/gexgo/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // The floors: what the hardware does between ranks 0 and 1 through shared
@@ -25,6 +26,12 @@ import (
 //     different ranks into different lines, so neither line bounces back
 //     to the core that wrote it last: each direction is a line written
 //     here and read there).
+//   - process switch round trip: ranks 0 and 1 pin themselves to CPU 0 for
+//     a moment and hand a word back and forth, each calling sched_yield(2)
+//     while it waits, so that every hand-off is a switch from one process
+//     to the other on that CPU: the floor under a barrier of more ranks
+//     than CPUs (each rank must run once per barrier, so each CPU switches
+//     processes at least twice).
 //   - flag barrier: ranks 0 and 1 each store the barrier's number in their
 //     own line and wait until the other's line holds it: the floor under a
 //     2-rank barrier.
@@ -40,15 +47,17 @@ import (
 
 // Offsets of the floors' words in rank 0's segment (own cache lines).
 const (
-	floorPing  = 0
-	floorFlag0 = 64
-	floorFlag1 = 128
-	floorEcho  = 192 // the copy echo's words, one line per size
-	floorTwoA  = floorEcho + 64*len(echoSizes)
-	floorTwoB  = floorTwoA + 64
-	floorBytes = floorTwoB + 64
-	floorStop  = ^uint64(0) // ping or echo word: rank 1 stops answering
-	floorIters = 200000
+	floorPing   = 0
+	floorFlag0  = 64
+	floorFlag1  = 128
+	floorEcho   = 192 // the copy echo's words, one line per size
+	floorTwoA   = floorEcho + 64*len(echoSizes)
+	floorTwoB   = floorTwoA + 64
+	floorYield  = floorTwoB + 64  // the process switch round trip's word
+	floorPinned = floorYield + 64 // rank 1's pinning: 1 done, 2 refused
+	floorBytes  = floorPinned + 64
+	floorStop   = ^uint64(0) // ping or echo word: rank 1 stops answering
+	floorIters  = 200000
 	// The copy echo's buffers A and B, each echoSizes' largest, from
 	// floorBufA on (page aligned, as the pool's buffers are line aligned).
 	floorBufA     = 4096
@@ -64,6 +73,8 @@ var echoSizes = [...]int{4 << 10, floorEchoMax}
 type floorStats struct {
 	ping, flag latStats
 	two        latStats // two-line ping-pong
+	yield      latStats // process switch round trip on one CPU
+	pinned     bool     // both ranks ran the switch round trip on CPU 0
 	echo       [len(echoSizes)]latStats
 	ok         bool
 	why        string
@@ -148,6 +159,9 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 	if err := copyEcho(cfg, fs, mem, me); err != nil {
 		return nil, err
 	}
+	if fs.yield, fs.pinned, err = switchRoundTrip(cfg, mem, me); err != nil {
+		return nil, err
+	}
 	own, other := shm.Uint64At(mem, floorFlag0), shm.Uint64At(mem, floorFlag1)
 	if me == 1 {
 		own, other = other, own
@@ -216,6 +230,58 @@ func twoLines(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 	})
 	a.Store(floorStop)
 	return st, err
+}
+
+// switchRoundTrip measures the process switch round trip (rank 0 times it,
+// rank 1 answers) with both ranks' threads pinned to CPU 0, and reports
+// whether both could pin (if not, the figure is not a switch on one CPU).
+// The threads get their CPU sets back afterwards.
+func switchRoundTrip(cfg *config, mem []byte, me gex.Rank) (latStats, bool, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, cpu0 unix.CPUSet
+	cpu0.Set(0)
+	pinned := unix.SchedGetaffinity(0, &old) == nil && unix.SchedSetaffinity(0, &cpu0) == nil
+	if pinned {
+		defer unix.SchedSetaffinity(0, &old)
+	}
+	w, peerPinned := shm.Uint64At(mem, floorYield), shm.Uint64At(mem, floorPinned)
+	yield := func() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+	if me == 1 {
+		if pinned {
+			peerPinned.Store(1)
+		} else {
+			peerPinned.Store(2)
+		}
+		last := uint64(0)
+		for {
+			v := w.Load()
+			if v == floorStop {
+				return latStats{}, false, nil
+			}
+			if v&1 == 1 && v != last {
+				w.Store(v + 1)
+				last = v
+			}
+			yield()
+		}
+	}
+	for peerPinned.Load() == 0 {
+		yield()
+	}
+	v := uint64(1)
+	st, err := timeBatches(max(100, floorItersOf(cfg)/20), cfg.batches, func(n int) error {
+		for range n {
+			w.Store(v)
+			for w.Load() != v+1 {
+				yield()
+			}
+			v += 2
+		}
+		return nil
+	})
+	w.Store(floorStop)
+	return st, pinned && peerPinned.Load() == 1, err
 }
 
 // copyEcho measures the copy echo of each of echoSizes (rank 0 times, rank 1
@@ -298,8 +364,8 @@ func answerPings(ping *atomic.Uint64, work func()) {
 }
 
 // rows adds the floors to res: the table lines and the CSV rows
-// floor-pingpong, floor-twoline, floor-flagbarrier and floor-copyecho (path
-// shm).
+// floor-pingpong, floor-twoline, floor-flagbarrier, floor-copyecho and,
+// where both ranks could pin to CPU 0, floor-switch (path shm).
 func (fs *floorStats) rows(res *results) {
 	if fs == nil {
 		return
@@ -311,6 +377,11 @@ func (fs *floorStats) rows(res *results) {
 	fmt.Fprintf(&res.table, "floors in the same run (ranks 0 and 1, shared memory, plain atomics, no gexgo call in the loop):\n")
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-line ping-pong round trip", "8 B", "", durName(fs.two.avg), durName(fs.two.median), durName(fs.two.min))
+	name := "  process switch round trip (one CPU)"
+	if !fs.pinned {
+		name = "  yield round trip (could not pin to CPU 0)"
+	}
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", name, "0 B", "", durName(fs.yield.avg), durName(fs.yield.median), durName(fs.yield.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-process flag barrier", "0 B", "", durName(fs.flag.avg), durName(fs.flag.median), durName(fs.flag.min))
 	for k, n := range echoSizes {
 		fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  copy echo round trip (copy(), heap->A->B)", sizeName(n), "", durName(fs.echo[k].avg), durName(fs.echo[k].median), durName(fs.echo[k].min))
@@ -318,6 +389,9 @@ func (fs *floorStats) rows(res *results) {
 	res.latRows("floor-pingpong", "shm", 8, fs.ping)
 	res.latRows("floor-twoline", "shm", 8, fs.two)
 	res.latRows("floor-flagbarrier", "shm", 0, fs.flag)
+	if fs.pinned {
+		res.latRows("floor-switch", "shm", 0, fs.yield)
+	}
 	for k, n := range echoSizes {
 		res.latRows("floor-copyecho", "shm", n, fs.echo[k])
 	}

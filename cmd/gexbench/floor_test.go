@@ -1,15 +1,18 @@
 package main
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/gexgo/gexgo/internal/spmdtest"
+	"golang.org/x/sys/unix"
 )
 
 // TestFloors: `gexbench floor`, `am` and `barrier` print the shared-memory
-// floors of the same run (rows floor-pingpong, floor-twoline, floor-flagbarrier and
-// floor-copyecho of 4 KiB and 64 KiB, path shm, avg/median/min in us) when
+// floors of the same run (rows floor-pingpong, floor-twoline,
+// floor-flagbarrier, floor-copyecho of 4 KiB and 64 KiB, and floor-switch
+// where ranks may pin to CPU 0; path shm, avg/median/min in us) when
 // rank 1's segment is mapped into rank 0, and print no floor rows when it is
 // not; the table of `gexbench floor` names the floors, or says why there are
 // none.
@@ -39,13 +42,16 @@ func TestFloors(t *testing.T) {
 				n += wantRows(t, rows, []string{"floor-twoline"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-flagbarrier"}, "shm", []int{0}, lat)
 				n += wantRows(t, rows, []string{"floor-copyecho"}, "shm", []int{4096, 65536}, lat)
+				if canPinCPU0() { // the ranks can too: the switch round trip ran on one CPU
+					n += wantRows(t, rows, []string{"floor-switch"}, "shm", []int{0}, lat)
+				}
 				if len(floors) != n {
 					t.Errorf("%s: floor rows %v, want exactly %d", bench, floors, n)
 				}
 				if bench == "floor" && len(rows) != n {
 					t.Errorf("floor printed %d rows, want only the %d floor rows:\n%s", len(rows), n, out)
 				}
-				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,"} {
+				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-switch,shm,0,"} {
 					if rows[b+"min"] > rows[b+"median"] {
 						t.Errorf("%s: min %v > median %v", b, rows[b+"min"], rows[b+"median"])
 					}
@@ -57,7 +63,7 @@ func TestFloors(t *testing.T) {
 			if spmdtest.InRank() {
 				return
 			}
-			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
+			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "round trip (", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
 			if p.name == "smp-am" {
 				want = []string{"floor: rank 1's segment is not mapped"}
 			}
@@ -68,4 +74,18 @@ func TestFloors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// canPinCPU0 reports whether a thread of this process may run on CPU 0
+// alone (then so may the ranks of the jobs it starts); the thread gets its
+// CPU set back.
+func canPinCPU0() bool {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, cpu0 unix.CPUSet
+	cpu0.Set(0)
+	if unix.SchedGetaffinity(0, &old) != nil || unix.SchedSetaffinity(0, &cpu0) != nil {
+		return false
+	}
+	return unix.SchedSetaffinity(0, &old) == nil
 }

@@ -83,21 +83,26 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
           20000); with the cache-line ping-pong, two-line ping-pong and copy
           echo floors of the same run (floor)
   barrier BarrierNB + Wait over all ranks of the job, back to back; with the
-          two-process flag barrier floor of the same run (below)
+          two-process flag barrier and process switch floors of the same run
+          (below)
   floor   the shared-memory floors alone, between ranks 0 and 1 (no gexgo call
           in the loop; sync/atomic on a word of rank 0's segment, which rank 1
           maps): a cache-line ping-pong round trip (one word that both ranks
           write; printed with am as its reference), a two-line ping-pong
           round trip (rank 0 writes line A, rank 1 waits for it and writes
           line B, rank 0 waits for B: a request line and a reply line, as an
-          AM round trip moves at least), a two-process flag barrier (each rank stores the
-          barrier's number in its own line and spins until the other's holds
-          it; printed with barrier) and a copy echo of 4 KiB and 64 KiB (rank 0
+          AM round trip moves at least), a process switch round trip
+          (ranks 0 and 1 pinned to CPU 0 for the moment hand a word back and
+          forth, calling sched_yield while they wait: two process switches,
+          the floor under a barrier of more ranks than CPUs; row floor-switch,
+          absent where a rank may not pin), a two-process flag barrier (each
+          rank stores the barrier's number in its own line and spins until
+          the other's holds it; printed with barrier) and a copy echo of 4 KiB and 64 KiB (rank 0
           copies the bytes from its heap into a buffer A of the segment with
           copy() and stores a flag, rank 1 copies A into a second buffer B and
           answers: the Medium round trip's copies without the conduit; printed
           with am). -iters sets the operations (default 200000; the 64 KiB echo
-          does 1/8 of them)
+          does 1/8 of them, the switch round trip 1/20)
   rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
           a one-way stream (writes of 64 KiB and 1 MiB) on plain non-blocking
           sockets between ranks 0 and 1, busy-polled, no gexgo in the path
