@@ -51,6 +51,9 @@ type rx struct {
 	// delivered a ping-pong's reply returns without a read that can only
 	// find nothing (one system call less per round trip on the initiator).
 	drained bool
+	// rpfd and rts: awaitLong's ppoll(2) set (every socket) and timeout.
+	rpfd []unix.PollFd
+	rts  unix.Timespec
 }
 
 // longRead is a Long whose payload goes from the socket straight into this
@@ -211,8 +214,11 @@ func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
 	for n < pollBudget {
 		lr := &l.long
 		if lr.active {
-			if !lr.ready {
+			if !lr.ready && !l.drained {
 				t.fill(l, false)
+			}
+			if !lr.ready && l.drained {
+				t.awaitLong(l)
 			}
 			if !lr.ready {
 				break
@@ -312,4 +318,35 @@ func (t *Transport) startLong(l *link) bool {
 		l.r, l.w = 0, 0
 	}
 	return true
+}
+
+const (
+	// longWait is the longest one sleep of awaitLong (ppoll(2)); longWaitMax
+	// the most a serve sleeps in all.
+	longWait    = 200_000   // ns
+	longWaitMax = 2_000_000 // ns
+)
+
+// awaitLong waits, in ppoll(2), for the rest of the Long that l is reading
+// straight into the segment, and reads it as it comes, until the Long is
+// complete or longWaitMax has passed. The peer is in the middle of writing
+// it, so the bytes are on their way: sleeping until the kernel has them,
+// as the raw stream's poll(2) reader does, makes each read take what
+// arrived meanwhile instead of busy-polling an empty socket (reads, socket
+// lock round trips with the sender's softirq, sched_yield) while they come.
+// Any connection's input wakes it too. The caller holds l.rmu and t.dmu.
+func (t *Transport) awaitLong(l *link) {
+	lr := &l.long
+	start := nanotime()
+	for !lr.ready && l.drained && l.fd >= 0 && !l.gone.Load() && nanotime()-start < longWaitMax {
+		for i, k := range t.links {
+			l.rpfd[i] = unix.PollFd{Fd: int32(k.sock), Events: unix.POLLIN}
+			if k.gone.Load() {
+				l.rpfd[i].Fd = -1
+			}
+		}
+		l.rts = unix.NsecToTimespec(longWait)
+		ppoll(l.rpfd, &l.rts)
+		t.fill(l, false)
+	}
 }

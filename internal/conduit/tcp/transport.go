@@ -308,6 +308,7 @@ func (t *Transport) ready() error {
 	}
 	for _, l := range t.links {
 		l.pfd = make([]unix.PollFd, 1+len(t.links))
+		l.rpfd = make([]unix.PollFd, len(t.links))
 	}
 	return t.w.start(t)
 }
