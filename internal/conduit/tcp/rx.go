@@ -217,7 +217,7 @@ func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
 			if !lr.ready && !l.drained {
 				t.fill(l, false)
 			}
-			if !lr.ready && l.drained {
+			if !lr.ready && l.drained && len(lr.dst)-lr.got >= longSleepMin {
 				t.awaitLong(l)
 			}
 			if !lr.ready {
@@ -325,6 +325,11 @@ const (
 	// the most a serve sleeps in all.
 	longWait    = 200_000   // ns
 	longWaitMax = 2_000_000 // ns
+	// longSleepMin: with fewer bytes of the Long left to come, the poll
+	// busy-polls instead (they arrive within tens of microseconds, and a
+	// sleeper's wake-up would delay the handler, often the acknowledgement
+	// the peer waits on).
+	longSleepMin = 128 << 10
 )
 
 // awaitLong waits, in ppoll(2), for the rest of the Long that l is reading
@@ -337,8 +342,18 @@ const (
 // Any connection's input wakes it too. The caller holds l.rmu and t.dmu.
 func (t *Transport) awaitLong(l *link) {
 	lr := &l.long
+	if t.unflushed.Load() {
+		// Frames that handlers sent before this Long (a previous Long's
+		// acknowledgement) go out before the sleep: the peer may be
+		// waiting for them. l.rmu is let go meanwhile, since a write
+		// that meets a full socket reads (waitWritable); nothing in l's
+		// buffer is in use.
+		l.rmu.Unlock()
+		t.flushAll()
+		l.rmu.Lock()
+	}
 	start := nanotime()
-	for !lr.ready && l.drained && l.fd >= 0 && !l.gone.Load() && nanotime()-start < longWaitMax {
+	for !lr.ready && l.drained && len(lr.dst)-lr.got >= longSleepMin && l.fd >= 0 && !l.gone.Load() && nanotime()-start < longWaitMax {
 		for i, k := range t.links {
 			l.rpfd[i] = unix.PollFd{Fd: int32(k.sock), Events: unix.POLLIN}
 			if k.gone.Load() {

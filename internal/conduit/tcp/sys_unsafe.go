@@ -67,5 +67,5 @@ func ppoll(fds []unix.PollFd, ts *unix.Timespec) {
 	if len(fds) == 0 {
 		return
 	}
-	unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
 }

@@ -569,6 +569,13 @@ func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
 		n += t.serve(l, repliesOnly, d)
 	}
 	t.dmu.Unlock()
+	if n > 0 {
+		// What the handlers sent (the acknowledgements of a put's Longs,
+		// replies) goes out now, not at the next Poll: the waiter may not
+		// poll again for a while (it yields the CPU between polls), and
+		// the peer waits on these frames.
+		t.flushAll()
+	}
 	return n
 }
 
