@@ -211,13 +211,15 @@ func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
 	t.fill(l, false)
 	in := &t.inc
 	n := 0
+	slept := false // one awaitLong per serve: the caller runs between Longs
 	for n < pollBudget {
 		lr := &l.long
 		if lr.active {
 			if !lr.ready && !l.drained {
 				t.fill(l, false)
 			}
-			if !lr.ready && l.drained && len(lr.dst)-lr.got >= longSleepMin {
+			if !lr.ready && l.drained && !slept && len(lr.dst)-lr.got >= longSleepMin {
+				slept = true
 				t.awaitLong(l)
 			}
 			if !lr.ready {
@@ -322,7 +324,7 @@ func (t *Transport) startLong(l *link) bool {
 
 const (
 	// longWait is the longest one sleep of awaitLong (ppoll(2)); longWaitMax
-	// the most a serve sleeps in all.
+	// the most one awaitLong sleeps in all (a serve runs at most one).
 	longWait    = 200_000   // ns
 	longWaitMax = 2_000_000 // ns
 	// longSleepMin: with fewer bytes of the Long left to come, the poll
@@ -362,6 +364,13 @@ func (t *Transport) awaitLong(l *link) {
 		}
 		l.rts = unix.NsecToTimespec(longWait)
 		ppoll(l.rpfd, &l.rts)
+		for i, k := range t.links {
+			if k != l && l.rpfd[i].Revents != 0 {
+				// Another peer's frames wait: back to Poll, which serves
+				// every connection.
+				return
+			}
+		}
 		t.fill(l, false)
 	}
 }
