@@ -130,9 +130,10 @@ const DefaultCongestion = "cubic"
 // CPU the receiver runs on - transmit it from that CPU while the writer
 // transmits from its own: on loopback and veth links (per-CPU backlog
 // queues) the segments then arrive out of order, the sender takes the
-// reordering for loss, retransmits (DSACK then shows the retransmissions spurious, but the window is
-// cut) and the 4 MiB floods fall to a third or a half. With the limit no reordering,
-// retransmission or DSACK was counted (docs/tcp.md, fifth campaign).
+// reordering for loss and retransmits (DSACK then shows the retransmissions
+// spurious, but the window has been cut), and the 4 MiB floods fall to a
+// third or a half. With the limit no reordering, retransmission or DSACK was
+// counted (docs/tcp.md, fifth campaign).
 const DefaultNotSentLowat = 128 << 10
 
 // DefaultSockBuf is the default socket buffer size (docs/tcp.md has the
