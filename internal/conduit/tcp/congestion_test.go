@@ -100,3 +100,46 @@ func TestCongestionRefused(t *testing.T) {
 		unix.Close(tr.peers[1].fd)
 	}
 }
+
+// TestNotSentLowat: the conduit's connections carry TCP_NOTSENT_LOWAT,
+// DefaultNotSentLowat unless GEX_TCP_NOTSENT_LOWAT says otherwise (0: none,
+// the kernel's default); malformed values are refused naming the variable.
+func TestNotSentLowat(t *testing.T) {
+	t.Setenv("GEX_SECRET", strings.Repeat("ab", 32))
+	// The kernel's value on a socket that was not given one.
+	a, _ := nettest.TCPPair(t)
+	fd, err := takeFD(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+	unix.Close(fd)
+	if err != nil {
+		t.Skipf("TCP_NOTSENT_LOWAT cannot be read here: %v", err)
+	}
+	for _, tc := range []struct {
+		env  string
+		want int
+	}{{"", DefaultNotSentLowat}, {"65536", 65536}, {"0", kernel}} {
+		t.Setenv(EnvNotSentLowat, tc.env)
+		cfg, err := ConfigFromEnv("job")
+		if err != nil {
+			t.Fatalf("%s=%q: %v", EnvNotSentLowat, tc.env, err)
+		}
+		tr, _ := connectedTransport(t, cfg, nil)
+		got, err := unix.GetsockoptInt(tr.peers[0].fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+		tr.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s=%q: the connection's TCP_NOTSENT_LOWAT is %d, want %d", EnvNotSentLowat, tc.env, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"-1", "lots", "2147483648", "1e6"} {
+		t.Setenv(EnvNotSentLowat, bad)
+		if _, err := ConfigFromEnv("job"); err == nil || !strings.Contains(err.Error(), EnvNotSentLowat) {
+			t.Errorf("%s=%q: error %v, want one naming the variable", EnvNotSentLowat, bad, err)
+		}
+	}
+}

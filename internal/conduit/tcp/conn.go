@@ -52,13 +52,18 @@ func takeFD(c net.Conn) (int, error) {
 // kernel without it keeps its default unless required); and, if
 // bufSize > 0, SO_SNDBUF and SO_RCVBUF (bufSize <= 0 leaves the kernel's
 // autotuning on; see docs/tcp.md for the measurements behind the defaults).
-func tuneSocket(fd, bufSize int, cc string, required bool) error {
+func tuneSocket(fd, bufSize, notSentLowat int, cc string, required bool) error {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fmt.Errorf("tcp: setting TCP_NODELAY: %w", err)
 	}
 	if cc != "" {
 		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil && required {
 			return fmt.Errorf("tcp: setting the congestion control %q (TCP_CONGESTION): %w", cc, err)
+		}
+	}
+	if notSentLowat > 0 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSentLowat); err != nil {
+			return fmt.Errorf("tcp: setting TCP_NOTSENT_LOWAT: %w", err)
 		}
 	}
 	if bufSize > 0 {
@@ -81,9 +86,18 @@ func congestion(fd int) (string, error) {
 // kernel send buffer now (FlagImmediate's backpressure): the bytes queued
 // (SIOCOUTQ) plus n exceed half of SO_SNDBUF. Linux reports SO_SNDBUF doubled
 // to cover its bookkeeping, and counts that bookkeeping against it, so half is
-// what payload can be relied on to fit without the write blocking.
-func sendBufferFull(fd, n int) bool {
+// what payload can be relied on to fit without the write blocking. With
+// TCP_NOTSENT_LOWAT (notSentLowat > 0) the socket also takes no more while
+// that many bytes wait unsent (SIOCOUTQNSD), as poll(2) reports it.
+func sendBufferFull(fd, n, notSentLowat int) bool {
 	queued, err1 := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
 	size, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
-	return err1 == nil && err2 == nil && queued+n > size/2
+	if err1 == nil && err2 == nil && queued+n > size/2 {
+		return true
+	}
+	if notSentLowat > 0 {
+		unsent, err := unix.IoctlGetInt(fd, unix.SIOCOUTQNSD)
+		return err == nil && unsent >= notSentLowat
+	}
+	return false
 }

@@ -51,6 +51,9 @@ type rx struct {
 	// delivered a ping-pong's reply returns without a read that can only
 	// find nothing (one system call less per round trip on the initiator).
 	drained bool
+	// rpfd and rts: awaitLong's ppoll(2) set (every socket) and timeout.
+	rpfd []unix.PollFd
+	rts  unix.Timespec
 }
 
 // longRead is a Long whose payload goes from the socket straight into this
@@ -208,11 +211,16 @@ func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
 	t.fill(l, false)
 	in := &t.inc
 	n := 0
+	slept := false // one awaitLong per serve: the caller runs between Longs
 	for n < pollBudget {
 		lr := &l.long
 		if lr.active {
-			if !lr.ready {
+			if !lr.ready && !l.drained {
 				t.fill(l, false)
+			}
+			if !lr.ready && l.drained && !slept && len(lr.dst)-lr.got >= longSleepMin {
+				slept = true
+				t.awaitLong(l)
 			}
 			if !lr.ready {
 				break
@@ -312,4 +320,57 @@ func (t *Transport) startLong(l *link) bool {
 		l.r, l.w = 0, 0
 	}
 	return true
+}
+
+const (
+	// longWait is the longest one sleep of awaitLong (ppoll(2)); longWaitMax
+	// the most one awaitLong sleeps in all (a serve runs at most one).
+	longWait    = 200_000   // ns
+	longWaitMax = 2_000_000 // ns
+	// longSleepMin: with fewer bytes of the Long left to come, the poll
+	// busy-polls instead (they arrive within tens of microseconds, and a
+	// sleeper's wake-up would delay the handler, often the acknowledgement
+	// the peer waits on).
+	longSleepMin = 128 << 10
+)
+
+// awaitLong waits, in ppoll(2), for the rest of the Long that l is reading
+// straight into the segment, and reads it as it comes, until the Long is
+// complete or longWaitMax has passed. The peer is in the middle of writing
+// it, so the bytes are on their way: sleeping until the kernel has them,
+// as the raw stream's poll(2) reader does, makes each read take what
+// arrived meanwhile instead of busy-polling an empty socket (reads, socket
+// lock round trips with the sender's softirq, sched_yield) while they come.
+// Any connection's input wakes it too. The caller holds l.rmu and t.dmu.
+func (t *Transport) awaitLong(l *link) {
+	lr := &l.long
+	if t.unflushed.Load() {
+		// Frames that handlers sent before this Long (a previous Long's
+		// acknowledgement) go out before the sleep: the peer may be
+		// waiting for them. l.rmu is let go meanwhile, since a write
+		// that meets a full socket reads (waitWritable); nothing in l's
+		// buffer is in use.
+		l.rmu.Unlock()
+		t.flushAll()
+		l.rmu.Lock()
+	}
+	start := nanotime()
+	for !lr.ready && l.drained && len(lr.dst)-lr.got >= longSleepMin && l.fd >= 0 && !l.gone.Load() && nanotime()-start < longWaitMax {
+		for i, k := range t.links {
+			l.rpfd[i] = unix.PollFd{Fd: int32(k.sock), Events: unix.POLLIN}
+			if k.gone.Load() {
+				l.rpfd[i].Fd = -1
+			}
+		}
+		l.rts = unix.NsecToTimespec(longWait)
+		ppoll(l.rpfd, &l.rts)
+		for i, k := range t.links {
+			if k != l && l.rpfd[i].Revents != 0 {
+				// Another peer's frames wait: back to Poll, which serves
+				// every connection.
+				return
+			}
+		}
+		t.fill(l, false)
+	}
 }

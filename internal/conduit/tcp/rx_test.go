@@ -84,3 +84,75 @@ func TestDirectLongStream(t *testing.T) {
 		t.Errorf("%d bytes of the Long after a direct Long passed through the receive buffer (at most a frame header, %d, may)", n, frameMaxHead)
 	}
 }
+
+// TestDirectLongStalled: a large Long whose sender stops half-way. A Poll
+// sleeps for the rest (awaitLong) but returns without delivering it and
+// without losing the connection, every time it is called; once the rest
+// arrives, the Long is delivered, placed, with every byte. A Poll that kept
+// waiting for the stalled bytes would hang the test.
+func TestDirectLongStalled(t *testing.T) {
+	aborts := make(chan string, 1)
+	tr, b := connectedTransport(t, Config{MaxPayload: 1 << 16, MaxLong: 4 << 20}, aborts)
+	defer tr.Close()
+	seg := make([]byte, 2<<20)
+	tr.place = func(dest uint64, n int) []byte {
+		if dest > uint64(len(seg)) || uint64(n) > uint64(len(seg))-dest {
+			return nil
+		}
+		return seg[dest : dest+uint64(n)]
+	}
+	payload := make([]byte, 1<<20)
+	for i := range payload {
+		payload[i] = byte(i*7 + i>>11)
+	}
+	h := conduit.Header{Cat: conduit.Long, IsReq: true, Handler: 210, NArgs: 1, Dest: 4096}
+	stream := appendAM(nil, &h, payload)
+	half := len(stream) / 2 // more than longSleepMin of the payload is still to come
+	if _, err := b.Write(stream[:half]); err != nil {
+		t.Fatal(err)
+	}
+	var got []conduit.Incoming
+	deliver := func(in *conduit.Incoming) {
+		got = append(got, *in)
+		if !bytes.Equal(in.Payload, payload) {
+			t.Errorf("the Long's payload (%d bytes) differs from the %d sent", len(in.Payload), len(payload))
+		}
+	}
+	l := tr.peers[0]
+	// Until the first half has been read, a Poll may still be reading it.
+	for i := 0; i < 100000 && !(l.long.active && l.long.got == half-headLen(1)); i++ {
+		tr.Poll(false, deliver)
+	}
+	if !l.long.active || l.long.got != half-headLen(1) {
+		t.Fatalf("the first half of the Long was not read into the segment (active %v, %d of %d bytes)", l.long.active, l.long.got, half-headLen(1))
+	}
+	for i := 0; i < 3; i++ {
+		if n := tr.Poll(false, deliver); n != 0 || len(got) != 0 {
+			t.Fatalf("Poll delivered %d AMs of a Long of which half has arrived", n)
+		}
+	}
+	if l.gone.Load() {
+		t.Fatal("the connection was dropped while the sender stalled")
+	}
+	if _, err := b.Write(stream[half:]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) == 0 {
+		tr.Poll(false, deliver)
+		if time.Now().After(deadline) {
+			t.Fatal("the Long did not arrive once its sender went on")
+		}
+		select {
+		case msg := <-aborts:
+			t.Fatalf("the job ended: %s", msg)
+		default:
+		}
+	}
+	if !got[0].Placed || got[0].Handler != h.Handler {
+		t.Errorf("the Long arrived as %+v placed %v", got[0].Header, got[0].Placed)
+	}
+	if !bytes.Equal(seg[h.Dest:h.Dest+uint64(len(payload))], payload) {
+		t.Error("the segment does not hold the Long's payload")
+	}
+}

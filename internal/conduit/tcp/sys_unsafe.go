@@ -59,3 +59,13 @@ func readNB(fd int, b []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// ppoll is ppoll(2) on fds with timeout ts (no signal mask), without
+// allocating. It may block, so it goes through the runtime's system-call
+// bookkeeping.
+func ppoll(fds []unix.PollFd, ts *unix.Timespec) {
+	if len(fds) == 0 {
+		return
+	}
+	unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+}
