@@ -15,7 +15,8 @@
 # Environment: BIN (the gexrun and gexbench binaries; default /tmp/tcp-bin),
 # ROUNDS (default 5), OUT (the CSV files; default a new /tmp directory),
 # LOCK (the lock file; default /tmp/bench.lock; "none" runs unlocked),
-# KINDS (default "pretend netns"), TLARGS (extra tcplat flags).
+# KINDS (default "pretend netns"), TLARGS (extra tcplat flags), REPORT=1
+# (print the report of the CSV files already in OUT, running nothing).
 set -eu
 BIN=${BIN:-/tmp/tcp-bin}
 ROUNDS=${ROUNDS:-5}
@@ -91,7 +92,9 @@ report_round() {
 
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-	if [ "$LOCK" = none ]; then
+	if [ "${REPORT:-}" = 1 ]; then
+		: # the rounds ran before: report them
+	elif [ "$LOCK" = none ]; then
 		one_round "$r"
 	else
 		# One locked run per round (the machine's rule: keep it short).
