@@ -17,11 +17,11 @@ import (
 func BenchmarkAMRoundTripSelf(b *testing.B) {
 	c, ep, tm := selfClient(b, gex.WithWaitMode(gex.WaitSpin))
 	var replies atomic.Int64
-	seg, err := gex.SegmentAttach(tm, 4096)
+	seg, err := gex.SegmentAttach(tm, 16384)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst, rdst := seg.QueryAddr()+2048, seg.QueryAddr()+3072
+	dst, rdst := seg.QueryAddr()+8192, seg.QueryAddr()+12288
 	count := func(*gex.Token, []byte, []gex.AMArg) { replies.Add(1) }
 	table := []gex.AMEntry{
 		{Name: "rep-short", Flags: gex.FlagAMShort | gex.FlagAMReply, Fn: count},
@@ -38,7 +38,7 @@ func BenchmarkAMRoundTripSelf(b *testing.B) {
 	if err := ep.RegisterHandlers(table); err != nil {
 		b.Fatal(err)
 	}
-	src := seg.Bytes()[:1024]
+	src := seg.Bytes()[:4096]
 	run := func(b *testing.B, send func() error) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -54,7 +54,7 @@ func BenchmarkAMRoundTripSelf(b *testing.B) {
 	b.Run("Short", func(b *testing.B) {
 		run(b, func() error { return tm.RequestShort(0, table[3].Index, 0) })
 	})
-	for _, n := range []int{8, 64, 128, 256, 1024} {
+	for _, n := range []int{8, 64, 128, 256, 1024, 4096} {
 		b.Run("Medium"+strconv.Itoa(n), func(b *testing.B) {
 			run(b, func() error { return tm.RequestMedium(0, table[4].Index, src[:n], gex.EventNow, 0) })
 		})
