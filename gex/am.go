@@ -419,11 +419,13 @@ func (tm *TM) RequestMedium(rank Rank, h AMIndex, payload []byte, lc *Event, fla
 	if err := tm.checkRank("RequestMedium", rank); err != nil {
 		return err
 	}
-	if c := tm.c; c.smp != nil && !tm.epPath && fixedOK(h, flags, args) && len(payload) <= smp.MaxInline && lc != EventDefer && !c.mayBeRestricted() {
-		// The common small Medium Request through shared memory (it
-		// travels in the ring message), after the checks sendAM and
-		// inject make (a peer on this host takes any payload up to
-		// smp.MaxMedium), without an amSpec or a conduit.Header.
+	if c := tm.c; c.smp != nil && !tm.epPath && fixedOK(h, flags, args) && len(payload) <= smp.MaxMedium && lc != EventDefer && !c.mayBeRestricted() {
+		// The common Medium Request through shared memory (in the ring
+		// message up to smp.MaxInline bytes, in a pool buffer above),
+		// after the checks sendAM and inject make (a peer on this host
+		// takes any payload up to smp.MaxMedium, its Limits' MaxMedium:
+		// a larger one goes the general way, which words the error),
+		// without an amSpec or a conduit.Header.
 		if dst := tm.jobrank(rank); !c.smp.IsRemote(dst) {
 			if err := c.smp.SendMedium(dst, true, uint8(h), 0, 0, args, payload, shortFlags(flags)); err != nil {
 				return c.shortErr("RequestMedium", err)
@@ -505,10 +507,11 @@ func (t *Token) mayReply() bool {
 // ReplyMedium implements gex_AM_ReplyMedium[M]. lc as for RequestMedium, except
 // that EventGroup is not permitted.
 func (t *Token) ReplyMedium(h AMIndex, payload []byte, lc *Event, flags Flags, args ...AMArg) error {
-	if t != nil && t.c.smp != nil && fixedOK(h, flags, args) && len(payload) <= smp.MaxInline && lc != EventDefer && lc != EventGroup &&
+	if t != nil && t.c.smp != nil && fixedOK(h, flags, args) && len(payload) <= smp.MaxMedium && lc != EventDefer && lc != EventGroup &&
 		t.mayReply() && t.g == gctx.ID() && !t.c.smp.IsRemote(t.src) {
-		// The common small Medium Reply through shared memory, after the
-		// checks reply and inject make (as RequestMedium's).
+		// The common Medium Reply through shared memory, after the checks
+		// reply and inject make (as RequestMedium's; epLimits leaves
+		// MaxMedium alone for a Reply to another endpoint).
 		if err := t.c.smp.SendMedium(t.src, false, uint8(h), t.srcEP, uint16(t.ep.index), args, payload, shortFlags(flags)); err != nil {
 			return t.c.shortErr("ReplyMedium", err)
 		}

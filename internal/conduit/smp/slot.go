@@ -110,21 +110,22 @@ func encodeShort(s []byte, isReq bool, handler uint8, ep, srcEP uint16, src int,
 	if isReq {
 		k |= kindReq
 	}
-	encodeFields(s, k, handler, ep, srcEP, src, 0, args)
+	encodeFields(s, k, handler, ep, srcEP, src, 0, -1, args)
 }
 
-// encodeFields is encodeSlot from the header's fields, for a message
-// without a pool buffer (a Short, or a Medium with kindInline in kind, whose
-// n bytes of payload the caller copies to payloadOff(len(args))), with
-// destination 0: the same bytes (TestEncodeShort, TestEncodeMedium).
+// encodeFields is encodeSlot from the header's fields, with destination 0:
+// the same bytes (TestEncodeShort, TestEncodeMedium, TestEncodeMediumPooled).
+// buf is the pool buffer index of a pooled Medium, or -1 for a message
+// without one (a Short, a placed Long, or a Medium with kindInline in kind,
+// whose n bytes of payload the caller copies to payloadOff(len(args))).
 // len(args) <= conduit.MaxArgs and s is at least argsEnd(len(args)) bytes
 // long.
-func encodeFields(s []byte, kind, handler uint8, ep, srcEP uint16, src, n int, args []int32) {
+func encodeFields(s []byte, kind, handler uint8, ep, srcEP uint16, src, n, buf int, args []int32) {
 	nargs := len(args)
 	_ = s[argsEnd(nargs)-1]
-	// kind, handler, nargs, buf (0xff: none, as Send writes it), src; then
-	// nbytes, ep, srcEP.
-	binary.LittleEndian.PutUint64(s[offKind:], uint64(kind)|uint64(handler)<<8|uint64(nargs)<<16|0xff<<24|uint64(uint32(src))<<32)
+	// kind, handler, nargs, buf (byte(-1) = 0xff: none, as encodeSlot
+	// writes it), src; then nbytes, ep, srcEP.
+	binary.LittleEndian.PutUint64(s[offKind:], uint64(kind)|uint64(handler)<<8|uint64(nargs)<<16|uint64(byte(buf))<<24|uint64(uint32(src))<<32)
 	binary.LittleEndian.PutUint64(s[offNBytes:], uint64(uint32(n))|uint64(ep)<<32|uint64(srcEP)<<48)
 	binary.LittleEndian.PutUint64(s[offDest:], 0)
 	a := s[offArgs : offArgs+4*nargs]

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gexgo/gexgo/internal/conduit"
+	"github.com/gexgo/gexgo/internal/memcopy"
 )
 
 const testSlotData = 248
@@ -209,9 +210,51 @@ func TestEncodeMedium(t *testing.T) {
 				if isReq {
 					k |= kindReq
 				}
-				encodeFields(got, k, 133, 0x4321, 0xcdef, 0x1234567, n, args)
+				encodeFields(got, k, 133, 0x4321, 0xcdef, 0x1234567, n, -1, args)
 				if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
 					t.Fatalf("nargs=%d req=%v n=%d:\nencodeFields % x\nencodeSlot   % x", nargs, isReq, n, got[:m], want[:m])
+				}
+			}
+		}
+	}
+}
+
+// TestEncodeMediumPooled: the pooled Medium fast path (sendMediumPooled:
+// encodeFields with the pool buffer's index and no kind bits beside the
+// category and request flag) writes the same header bytes as encodeSlot
+// does for the same AM sent through Send (SendRef's pool-buffer case), for
+// every number of args, request and reply, payload lengths from just
+// above maxInline to MaxMedium and every buffer index.
+func TestEncodeMediumPooled(t *testing.T) {
+	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
+		for _, isReq := range []bool{true, false} {
+			for _, n := range []int{maxInline + 1, 4096, memcopy.Threshold, MaxMedium} {
+				for buf := range poolBufs {
+					h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: 201, NArgs: uint8(nargs), EP: 0x1357, SrcEP: 0x2468}
+					args := make([]int32, nargs)
+					for i := range args {
+						args[i] = int32(-7919*(i+1)) ^ int32(i<<20)
+						h.Args[i] = args[i]
+					}
+					want := bytes.Repeat([]byte{0x5a}, testSlotData)
+					got := bytes.Repeat([]byte{0xc3}, testSlotData)
+					encodeSlot(want, &h, 0x3456789, n, buf, 0)
+					k := byte(conduit.Medium)
+					if isReq {
+						k |= kindReq
+					}
+					encodeFields(got, k, 201, 0x1357, 0x2468, 0x3456789, n, buf, args)
+					if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
+						t.Fatalf("nargs=%d req=%v n=%d buf=%d:\nencodeFields % x\nencodeSlot   % x", nargs, isReq, n, buf, got[:m], want[:m])
+					}
+					// And the receiver reads it as a pooled Medium from buf.
+					var d slotHeader
+					if err := decodeSlotHeader(got[:argsEnd(nargs)], &d, 0x3456789+1, MaxMedium); err != nil {
+						t.Fatalf("nargs=%d req=%v n=%d buf=%d: %v", nargs, isReq, n, buf, err)
+					}
+					if d.Inline || d.Placed || d.Buf != buf || d.NBytes != n || d.Src != 0x3456789 || d.Cat != conduit.Medium || d.IsReq != isReq {
+						t.Fatalf("nargs=%d req=%v n=%d buf=%d: decoded %+v", nargs, isReq, n, buf, d)
+					}
 				}
 			}
 		}
@@ -237,7 +280,7 @@ func TestEncodeLong(t *testing.T) {
 			if isReq {
 				k |= kindReq
 			}
-			encodeFields(got, k, 140, 0, 0x0102, 0x2345678, 4096, args)
+			encodeFields(got, k, 140, 0, 0x0102, 0x2345678, 4096, -1, args)
 			binary.LittleEndian.PutUint64(got[offDest:], h.Dest)
 			if m := argsEnd(nargs); !bytes.Equal(got[:m], want[:m]) {
 				t.Fatalf("nargs=%d req=%v:\nSendLong   % x\nencodeSlot % x", nargs, isReq, got[:m], want[:m])

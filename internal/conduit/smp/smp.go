@@ -619,16 +619,21 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 const MaxInline = maxInline
 
 // SendMedium is Send for a Medium, with the header's fields as arguments:
-// a payload of at most MaxInline bytes to a peer on this host is encoded
-// with them straight into the ring message, without a conduit.Header;
-// anything else goes through SendRef. len(args) <= conduit.MaxArgs (the
-// caller checked it, and the payload against Limits).
+// to a peer on this host, a payload of at most MaxInline bytes is encoded
+// with them straight into the ring message, and a larger one, up to
+// MaxMedium, goes into a pool buffer (sendMediumPooled), in both cases
+// without a conduit.Header; anything else goes through SendRef.
+// len(args) <= conduit.MaxArgs (the caller checked it, and the payload
+// against Limits).
 func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, payload []byte, flags conduit.SendFlags) error {
 	pr := &c.peers[dst]
-	if pr.remote || len(args) > conduit.MaxArgs || len(payload) > maxInline {
+	if pr.remote || len(args) > conduit.MaxArgs || len(payload) > poolBufSize {
 		h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: handler, NArgs: uint8(len(args)), EP: ep, SrcEP: srcEP}
 		copy(h.Args[:], args)
 		return c.SendRef(dst, &h, payload, flags)
+	}
+	if len(payload) > maxInline {
+		return c.sendMediumPooled(pr, dst, isReq, handler, ep, srcEP, args, payload, flags)
 	}
 	k := byte(conduit.Medium) | kindInline
 	if isReq {
@@ -639,13 +644,64 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 	for w := 0; ; w++ {
 		data, ticket, ok := q.Reserve(po + len(payload))
 		if ok {
-			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), args)
+			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), -1, args)
 			copy(data[po:], payload)
 			q.Commit(ticket)
 			pr.bell.Ring()
 			return nil
 		}
 		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+}
+
+// sendMediumPooled is SendMedium for a payload of (MaxInline, MaxMedium]
+// bytes to pr, a peer on this host: SendRef's pool-buffer case (the same
+// buffer choice, copy, reservation and Immediate handling) with the
+// message encoded from the fields (TestEncodeMediumPooled).
+func (c *Conduit) sendMediumPooled(pr *peer, dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, payload []byte, flags conduit.SendFlags) error {
+	qi := qidx(isReq)
+	pool := pr.out[qi]
+	// As in SendRef: the hot buffer for payloads copyTo copies with
+	// cached stores, the round robin for the non-temporal ones (docs/am.md,
+	// "Medium copies, third pass").
+	hot := len(payload) < memcopy.Threshold || dst == c.rank
+	var buf int
+	for w := 0; ; w++ {
+		var b []byte
+		var ok bool
+		if hot {
+			buf, b, ok = pool.TryAllocHot()
+		} else {
+			buf, b, ok = pool.TryAlloc()
+		}
+		if ok {
+			c.copyTo(dst, b, payload)
+			break
+		}
+		if flags&conduit.Immediate != 0 {
+			return conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+	}
+	k := byte(conduit.Medium)
+	if isReq {
+		k |= kindReq
+	}
+	q := pr.ring[qi]
+	size := argsEnd(len(args))
+	for w := 0; ; w++ {
+		data, ticket, ok := q.Reserve(size)
+		if ok {
+			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), buf, args)
+			q.Commit(ticket)
+			pr.bell.Ring()
+			return nil
+		}
+		if flags&conduit.Immediate != 0 {
+			_ = pool.Free(buf)
 			return conduit.ErrWouldBlock
 		}
 		c.backoff(isReq, w)
@@ -689,7 +745,7 @@ func (c *Conduit) SendLong(dst int, isReq bool, handler uint8, srcEP uint16, arg
 	for w := 0; ; w++ {
 		data, ticket, ok := q.Reserve(size)
 		if ok {
-			encodeFields(data, k, handler, 0, srcEP, c.rank, len(payload), args)
+			encodeFields(data, k, handler, 0, srcEP, c.rank, len(payload), -1, args)
 			binary.LittleEndian.PutUint64(data[offDest:], dest)
 			q.Commit(ticket)
 			pr.bell.Ring()
