@@ -92,6 +92,10 @@ type Client struct {
 	// for the progress count (polled).
 	smp        *smp.Conduit
 	ringsCount bool
+	// waiter is cd if it can serve a library wait by sleeping briefly
+	// (smp with the tcp transport: PollWait), else nil; waits call it
+	// unless the wait mode is WaitSpin (pollWait).
+	waiter conduit.Waiter
 
 	rcvWanted bool
 	rcvStop   chan struct{}
@@ -249,6 +253,9 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	}
 	c.smp, _ = cd.(*smp.Conduit)
 	c.ringsCount = c.smp != nil && !c.smp.HasRemote()
+	if c.smp == nil || c.smp.HasRemote() {
+		c.waiter, _ = cd.(conduit.Waiter)
+	}
 	if o, ok := cd.(interface{ SetConsumerOwners(*[2]atomic.Uintptr) }); ok {
 		o.SetConsumerOwners((*[2]atomic.Uintptr)(c.handlerG[:2])) // see run
 	}
@@ -440,7 +447,7 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 	defer c.endWait()
 	idle := 0
 	for !cond() {
-		if n := c.cd.Poll(false); n > 0 {
+		if n := c.pollWait(); n > 0 {
 			c.polled(n)
 			c.coll.progress()
 			idle = 0
@@ -488,6 +495,20 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 	return nil
 }
 
+// pollWait is the poll of a library wait past its quick polls (and of the
+// receive goroutine): in the block and spin-block wait modes ("yield CPU
+// resources ... while waiting", gasnet_set_waitmode, spec 3.6.2.1) it may
+// sleep briefly in the conduit (Waiter: the tcp transport while a large
+// Long arrives, 2 ms at most); in the spin mode ("contend aggressively for
+// CPU resources while waiting") it is the plain Poll, which never sleeps.
+// The user's Poll (AMPoll) never comes here.
+func (c *Client) pollWait() int {
+	if c.waiter != nil && WaitMode(c.waitMode.Load()) != WaitSpin {
+		return c.waiter.PollWait(false)
+	}
+	return c.cd.Poll(false)
+}
+
 func (c *Client) startReceiver() {
 	c.rcvStop = make(chan struct{})
 	c.rcvDone = make(chan struct{})
@@ -500,7 +521,7 @@ func (c *Client) startReceiver() {
 				return
 			default:
 			}
-			if n := c.cd.Poll(false); n > 0 {
+			if n := c.pollWait(); n > 0 {
 				c.polled(n)
 				c.coll.progress()
 				idle = 0

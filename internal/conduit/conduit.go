@@ -140,6 +140,19 @@ type Prepared struct {
 // Priv gives conduit implementations access to their private words.
 func (p *Prepared) Priv() *[4]uint64 { return &p.priv }
 
+// Waiter is implemented by a conduit that serves a library wait better by
+// sleeping briefly in the kernel while the bytes it waits for arrive (the
+// tcp transport while a large Long arrives). The wait modes
+// (gasnet_set_waitmode, spec 3.6.2.1) decide who may call it: a wait in the
+// block or spin-block mode ("yield CPU resources ... while waiting") may; a
+// wait in the spin mode ("contend aggressively for CPU resources") and the
+// user's AMPoll call Poll, which never sleeps.
+type Waiter interface {
+	// PollWait is Poll that may sleep for a bounded time (the tcp
+	// transport: 2 ms at most) until arrived bytes let it deliver.
+	PollWait(repliesOnly bool) int
+}
+
 // Conduit is a transport for one rank. Methods are safe for concurrent use
 // unless noted. Collective methods (AttachSegment, Barrier) must be called by
 // every rank in the same order.
@@ -171,7 +184,10 @@ type Conduit interface {
 
 	// Poll delivers pending AMs (replies first) and returns how many it delivered.
 	// If repliesOnly, request traffic is not touched. Poll never blocks: if
-	// another goroutine is polling the same queue it returns 0.
+	// another goroutine is polling the same queue it returns 0. It never
+	// sleeps either (the user's AMPoll, and waits in the spin wait mode, call
+	// it); a library wait that may sleep calls Waiter.PollWait, if the
+	// conduit has it.
 	Poll(repliesOnly bool) int
 	// Sleep blocks the calling goroutine until an AM may have arrived for this
 	// rank, or timeout passes (<= 0: no limit). Spurious returns are allowed.

@@ -132,7 +132,11 @@ type Remote interface {
 	// including ErrWouldBlock under Immediate).
 	Send(dst int, h conduit.Header, payload []byte, flags conduit.SendFlags) error
 	// Poll delivers arrived AMs through d (only Replies if repliesOnly)
-	// and returns how many. It never blocks. Before running a handler it
+	// and returns how many. It never blocks, and never sleeps: it is the
+	// user's AMPoll, a sender's wait for room and a wait in the spin wait
+	// mode ("contend aggressively for CPU resources while waiting",
+	// gasnet_set_waitmode, spec 3.6.2.1); a library wait that may sleep
+	// calls RemoteWaiter.PollWait instead, if Remote has it. Before running a handler it
 	// takes (TryLock) the conduit's lock of that AM's class, given by
 	// SetClassLocks, so that the handlers of a class never run on two
 	// goroutines at once, whichever transport brought them (the client
@@ -154,6 +158,18 @@ type Remote interface {
 	Limits() conduit.Limits
 	// Close ends the connections.
 	Close() error
+}
+
+// RemoteWaiter is implemented by a Remote that can serve a library wait
+// better by sleeping briefly in the kernel (the tcp transport while a large
+// Long arrives: the rest of its bytes are on their way).
+type RemoteWaiter interface {
+	// PollWait is Poll for a wait of the library in the block or spin-block
+	// wait mode ("yield CPU resources ... while waiting", gasnet_set_waitmode,
+	// spec 3.6.2.1): it may sleep until arrived bytes let it deliver, for a
+	// bounded time (the tcp transport: 2 ms at most), and otherwise keeps
+	// Poll's contract.
+	PollWait(repliesOnly bool, d conduit.Delivery) int
 }
 
 // ConfigFromEnv returns the configuration for a process rank: memfd regions,
@@ -197,6 +213,8 @@ type Conduit struct {
 	bell    shm.Bell
 
 	consumer [2]sync.Mutex // one consumer per class, shared with Remote (pollWithRemote)
+	// remoteWait is Config.Remote if it implements RemoteWaiter, else nil.
+	remoteWait RemoteWaiter
 	// own[qi] is the goroutine (gctx.ID) consuming inbound ring qi, or 0:
 	// taking it (a CAS from 0) is the ring's consumer lock. The client
 	// may hand in its own words (SetConsumerOwners), which then also say,
@@ -259,6 +277,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 		if err := r.Start(b, remote, c.bell.Ring, c.placeRemote); err != nil {
 			return nil, err
 		}
+		c.remoteWait, _ = r.(RemoteWaiter)
 		c.hasWork = func() bool { return c.ringWaiting(0) || c.ringWaiting(1) || r.Pending() }
 	}
 	return c, nil
@@ -853,7 +872,7 @@ func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) erro
 // Poll implements conduit.Conduit.
 func (c *Conduit) Poll(repliesOnly bool) int {
 	if c.cfg.Remote != nil {
-		return c.pollWithRemote(repliesOnly)
+		return c.pollWithRemote(repliesOnly, false)
 	}
 	w1 := c.ringWaiting(1)
 	w0 := !w1 && !repliesOnly && c.ringWaiting(0)
@@ -886,14 +905,24 @@ func (c *Conduit) tryDrain(qi int, g uintptr) int {
 	return n
 }
 
-// pollWithRemote is Poll when a remote transport delivers too. The handlers
+// PollWait implements conduit.Waiter: Poll for a library wait that may
+// sleep. The rings are polled as by Poll; the remote transport's PollWait
+// (RemoteWaiter) serves the sockets, if it has one.
+func (c *Conduit) PollWait(repliesOnly bool) int {
+	if c.remoteWait == nil {
+		return c.Poll(repliesOnly)
+	}
+	return c.pollWithRemote(repliesOnly, true)
+}
+
+// pollWithRemote is Poll (PollWait if wait) when a remote transport delivers too. The handlers
 // of one class (Requests, or Replies) run on one goroutine at a time,
 // whichever transport brought them (the client above keeps one token per
 // class): the rings are drained under that class's consumer lock, and the
 // remote transport takes the same lock around each handler it runs. (Holding
 // the Reply lock while running Request handlers would stall a handler whose
 // Reply waits for queue space: that wait polls Replies.)
-func (c *Conduit) pollWithRemote(repliesOnly bool) int {
+func (c *Conduit) pollWithRemote(repliesOnly, wait bool) int {
 	n := 0
 	if c.ringWaiting(1) && c.consumer[1].TryLock() {
 		n += c.tryDrain(1, gctx.ID())
@@ -905,6 +934,9 @@ func (c *Conduit) pollWithRemote(repliesOnly bool) int {
 	}
 	if n > 0 {
 		c.bell.Withdraw()
+	}
+	if wait {
+		return n + c.remoteWait.PollWait(repliesOnly, c.deliver)
 	}
 	return n + c.cfg.Remote.Poll(repliesOnly, c.deliver)
 }

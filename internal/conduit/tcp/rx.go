@@ -204,14 +204,16 @@ func (l *link) deliverable(maxPayload int) bool {
 
 // serve reads l and delivers its frames through d (only replies if
 // repliesOnly: it stops at the first request), at most pollBudget of them,
-// each on the bytes where they lie. The caller holds t.dmu.
-func (t *Transport) serve(l *link, repliesOnly bool, d conduit.Delivery) int {
+// each on the bytes where they lie. If wait (PollWait: a library wait that
+// may sleep), it may sleep in awaitLong while a large Long arrives; else
+// (Poll, a sender waiting for room) it never sleeps. The caller holds t.dmu.
+func (t *Transport) serve(l *link, repliesOnly, wait bool, d conduit.Delivery) int {
 	l.rmu.Lock()
 	defer l.rmu.Unlock()
 	t.fill(l, false)
 	in := &t.inc
 	n := 0
-	slept := false // one awaitLong per serve: the caller runs between Longs
+	slept := !wait // one awaitLong per serve (the caller runs between Longs), none unless wait
 	for n < pollBudget {
 		lr := &l.long
 		if lr.active {
@@ -334,7 +336,7 @@ const (
 	longSleepMin = 128 << 10
 )
 
-// awaitLong waits, in ppoll(2), for the rest of the Long that l is reading
+// awaitLong (PollWait only) waits, in ppoll(2), for the rest of the Long that l is reading
 // straight into the segment, and reads it as it comes, until the Long is
 // complete or longWaitMax has passed. The peer is in the middle of writing
 // it, so the bytes are on their way: sleeping until the kernel has them,
@@ -363,6 +365,9 @@ func (t *Transport) awaitLong(l *link) {
 			}
 		}
 		l.rts = unix.NsecToTimespec(longWait)
+		if t.sleepHook != nil {
+			t.sleepHook()
+		}
 		ppoll(l.rpfd, &l.rts)
 		for i, k := range t.links {
 			if k != l && l.rpfd[i].Revents != 0 {

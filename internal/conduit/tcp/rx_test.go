@@ -85,35 +85,33 @@ func TestDirectLongStream(t *testing.T) {
 	}
 }
 
-// TestDirectLongStalled: a large Long whose sender stops half-way. A Poll
-// sleeps for the rest (awaitLong) but returns without delivering it and
-// without losing the connection, every time it is called; once the rest
-// arrives, the Long is delivered, placed, with every byte. A Poll that kept
-// waiting for the stalled bytes would hang the test.
-func TestDirectLongStalled(t *testing.T) {
-	aborts := make(chan string, 1)
+// stalledLong sets up a transport whose peer has written the first half of a
+// 1 MiB Long into the segment and stopped (more than longSleepMin still to
+// come), polls until that half has been read, and returns the transport, the
+// peer's end, the rest of the stream, and the deliveries so far.
+func stalledLong(t *testing.T, aborts chan string) (tr *Transport, rest []byte, peer interface{ Write([]byte) (int, error) }, seg, payload []byte, h conduit.Header, got *[]conduit.Incoming, deliver conduit.Delivery) {
+	t.Helper()
 	tr, b := connectedTransport(t, Config{MaxPayload: 1 << 16, MaxLong: 4 << 20}, aborts)
-	defer tr.Close()
-	seg := make([]byte, 2<<20)
+	seg = make([]byte, 2<<20)
 	tr.place = func(dest uint64, n int) []byte {
 		if dest > uint64(len(seg)) || uint64(n) > uint64(len(seg))-dest {
 			return nil
 		}
 		return seg[dest : dest+uint64(n)]
 	}
-	payload := make([]byte, 1<<20)
+	payload = make([]byte, 1<<20)
 	for i := range payload {
 		payload[i] = byte(i*7 + i>>11)
 	}
-	h := conduit.Header{Cat: conduit.Long, IsReq: true, Handler: 210, NArgs: 1, Dest: 4096}
+	h = conduit.Header{Cat: conduit.Long, IsReq: true, Handler: 210, NArgs: 1, Dest: 4096}
 	stream := appendAM(nil, &h, payload)
 	half := len(stream) / 2 // more than longSleepMin of the payload is still to come
 	if _, err := b.Write(stream[:half]); err != nil {
 		t.Fatal(err)
 	}
-	var got []conduit.Incoming
-	deliver := func(in *conduit.Incoming) {
-		got = append(got, *in)
+	got = new([]conduit.Incoming)
+	deliver = func(in *conduit.Incoming) {
+		*got = append(*got, *in)
 		if !bytes.Equal(in.Payload, payload) {
 			t.Errorf("the Long's payload (%d bytes) differs from the %d sent", len(in.Payload), len(payload))
 		}
@@ -126,19 +124,37 @@ func TestDirectLongStalled(t *testing.T) {
 	if !l.long.active || l.long.got != half-headLen(1) {
 		t.Fatalf("the first half of the Long was not read into the segment (active %v, %d of %d bytes)", l.long.active, l.long.got, half-headLen(1))
 	}
+	return tr, stream[half:], b, seg, payload, h, got, deliver
+}
+
+// TestDirectLongStalled: a large Long whose sender stops half-way. A Poll
+// returns without delivering it and without losing the connection, every
+// time it is called, and never sleeps for the rest (smp.Remote's contract:
+// Poll never blocks; the user's AMPoll and the spin wait mode call it); once
+// the rest arrives, the Long is delivered, placed, with every byte. A Poll
+// that kept waiting for the stalled bytes would hang the test.
+func TestDirectLongStalled(t *testing.T) {
+	aborts := make(chan string, 1)
+	tr, rest, b, seg, payload, h, got, deliver := stalledLong(t, aborts)
+	defer tr.Close()
+	l := tr.peers[0]
+	tr.sleepHook = func() { t.Error("Poll slept (ppoll) while a large Long was half-arrived") }
 	for i := 0; i < 3; i++ {
-		if n := tr.Poll(false, deliver); n != 0 || len(got) != 0 {
+		if n := tr.Poll(false, deliver); n != 0 || len(*got) != 0 {
 			t.Fatalf("Poll delivered %d AMs of a Long of which half has arrived", n)
 		}
+	}
+	if !l.long.active || l.long.ready {
+		t.Fatalf("the half-arrived Long is no longer pending (active %v, ready %v)", l.long.active, l.long.ready)
 	}
 	if l.gone.Load() {
 		t.Fatal("the connection was dropped while the sender stalled")
 	}
-	if _, err := b.Write(stream[half:]); err != nil {
+	if _, err := b.Write(rest); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(got) == 0 {
+	for len(*got) == 0 {
 		tr.Poll(false, deliver)
 		if time.Now().After(deadline) {
 			t.Fatal("the Long did not arrive once its sender went on")
@@ -149,8 +165,47 @@ func TestDirectLongStalled(t *testing.T) {
 		default:
 		}
 	}
-	if !got[0].Placed || got[0].Handler != h.Handler {
-		t.Errorf("the Long arrived as %+v placed %v", got[0].Header, got[0].Placed)
+	if !(*got)[0].Placed || (*got)[0].Handler != h.Handler {
+		t.Errorf("the Long arrived as %+v placed %v", (*got)[0].Header, (*got)[0].Placed)
+	}
+	if !bytes.Equal(seg[h.Dest:h.Dest+uint64(len(payload))], payload) {
+		t.Error("the segment does not hold the Long's payload")
+	}
+}
+
+// TestDirectLongPollWait: the same half-arrived Long, served by PollWait (a
+// library wait in the block or spin-block mode): it sleeps in ppoll(2) for
+// the rest instead of returning to busy-poll, and the rest - written by the
+// sender once the first sleep has begun - is read and the Long delivered,
+// placed and whole, by PollWait calls.
+func TestDirectLongPollWait(t *testing.T) {
+	aborts := make(chan string, 1)
+	tr, rest, b, seg, payload, h, got, deliver := stalledLong(t, aborts)
+	defer tr.Close()
+	sleeps := 0
+	tr.sleepHook = func() {
+		sleeps++
+		if sleeps == 1 {
+			go b.Write(rest) // the sender goes on while the receiver sleeps
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(*got) == 0 {
+		tr.PollWait(false, deliver)
+		if sleeps == 0 {
+			t.Fatal("PollWait returned without sleeping while a large Long was half-arrived and the socket empty")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Long did not arrive once its sender went on")
+		}
+		select {
+		case msg := <-aborts:
+			t.Fatalf("the job ended: %s", msg)
+		default:
+		}
+	}
+	if !(*got)[0].Placed || (*got)[0].Handler != h.Handler {
+		t.Errorf("the Long arrived as %+v placed %v", (*got)[0].Header, (*got)[0].Placed)
 	}
 	if !bytes.Equal(seg[h.Dest:h.Dest+uint64(len(payload))], payload) {
 		t.Error("the segment does not hold the Long's payload")

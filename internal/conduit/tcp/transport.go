@@ -52,6 +52,9 @@ type Transport struct {
 	d         conduit.Delivery // set by SetDelivery before any traffic
 	class     *[2]sync.Mutex   // set by SetClassLocks: [0] Requests, [1] Replies (may be nil)
 	w         waker
+	// sleepHook, if set (tests), runs before each of awaitLong's ppoll(2)
+	// sleeps, with t.dmu and the link's rmu held.
+	sleepHook func()
 }
 
 // link is the connection to one remote rank.
@@ -482,7 +485,7 @@ func (t *Transport) writeVec(l *link, vec [][]byte, isReq bool) error {
 func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
 	if d := t.d; d != nil && t.dmu.TryLock() {
 		for _, k := range t.links {
-			t.serve(k, !isReq, d)
+			t.serve(k, !isReq, false, d) // a sender (maybe the user's) never sleeps here
 		}
 		t.dmu.Unlock()
 	} else {
@@ -583,8 +586,22 @@ func (t *Transport) Arm() { t.w.arm(t) }
 // connection and runs the handlers of the frames that arrived, in place, on
 // the calling goroutine. One goroutine delivers at a time; another one
 // polling meanwhile (or a handler's own nested poll) only reads, so that the
-// peers' writes still progress.
+// peers' writes still progress. It never sleeps (smp.Remote's contract: a
+// user's AMPoll in a compute loop, or a wait in the spin wait mode, busy-polls).
 func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
+	return t.poll(repliesOnly, false, d)
+}
+
+// PollWait implements smp.RemoteWaiter: Poll for a library wait that may
+// sleep (a wait in the block or spin-block mode, gasnet_set_waitmode, spec
+// 3.6.2.1): while a large Long arrives straight into the segment and the
+// sockets are empty, it sleeps in ppoll(2) for the rest (awaitLong, at most
+// longWaitMax) instead of busy-polling.
+func (t *Transport) PollWait(repliesOnly bool, d conduit.Delivery) int {
+	return t.poll(repliesOnly, true, d)
+}
+
+func (t *Transport) poll(repliesOnly, wait bool, d conduit.Delivery) int {
 	t.kready.Store(false)
 	t.flushAll()
 	if !t.dmu.TryLock() {
@@ -593,7 +610,7 @@ func (t *Transport) Poll(repliesOnly bool, d conduit.Delivery) int {
 	}
 	n := 0
 	for _, l := range t.links {
-		n += t.serve(l, repliesOnly, d)
+		n += t.serve(l, repliesOnly, wait, d)
 	}
 	t.dmu.Unlock()
 	if n > 0 {
