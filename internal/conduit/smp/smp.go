@@ -565,6 +565,8 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 		// the last message used (Pool.TryAllocHot: its lines are still in
 		// both caches); one it copies with non-temporal stores into the
 		// next one round robin (docs/am.md, "Medium copies, third pass").
+		// (The loop is written out here and in sendMediumPooled: a
+		// helper for it does not inline and cost ~4 ns per message.)
 		hot := n < memcopy.Threshold || dst == c.rank
 		for w := 0; ; w++ {
 			var idx int
@@ -587,24 +589,38 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 		}
 	}
 	q := pr.ring[qi]
-	for w := 0; ; w++ {
-		data, ticket, ok := q.Reserve(size)
-		if ok {
-			encodeSlot(data, h, c.rank, n, buf, kind)
-			if kind == kindInline {
-				copy(data[payloadOff(int(h.NArgs)):], payload)
-			}
-			q.Commit(ticket)
-			pr.bell.Ring()
-			return nil
-		}
-		if flags&conduit.Immediate != 0 {
+	data, ticket, ok := q.Reserve(size)
+	if !ok {
+		var err error
+		if data, ticket, err = c.reserveWait(q, size, h.IsReq, flags); err != nil {
 			if buf >= 0 {
 				_ = pr.out[qi].Free(buf)
 			}
-			return conduit.ErrWouldBlock
+			return err
 		}
-		c.backoff(h.IsReq, w)
+	}
+	encodeSlot(data, h, c.rank, n, buf, kind)
+	if kind == kindInline {
+		copy(data[payloadOff(int(h.NArgs)):], payload)
+	}
+	q.Commit(ticket)
+	pr.bell.Ring()
+	return nil
+}
+
+// reserveWait is the senders' wait for room in ring q after a first
+// Reserve of n bytes failed: ErrWouldBlock under Immediate, else back off
+// (polling this class: see backoff) and try again until there is room.
+// Out of line: the first Reserve, at the call sites, is the common case.
+func (c *Conduit) reserveWait(q *shm.MsgRing, n int, isReq bool, flags conduit.SendFlags) ([]byte, shm.Ticket, error) {
+	for w := 0; ; w++ {
+		if flags&conduit.Immediate != 0 {
+			return nil, shm.Ticket{}, conduit.ErrWouldBlock
+		}
+		c.backoff(isReq, w)
+		if data, ticket, ok := q.Reserve(n); ok {
+			return data, ticket, nil
+		}
 	}
 }
 
@@ -618,19 +634,17 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 		return c.sendShortHeader(dst, isReq, handler, ep, srcEP, args, flags)
 	}
 	q := pr.ring[qidx(isReq)]
-	for w := 0; ; w++ {
-		data, ticket, ok := q.Reserve(argsEnd(len(args)))
-		if ok {
-			encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
-			q.Commit(ticket)
-			pr.bell.Ring()
-			return nil
+	data, ticket, ok := q.Reserve(argsEnd(len(args)))
+	if !ok {
+		var err error
+		if data, ticket, err = c.reserveWait(q, argsEnd(len(args)), isReq, flags); err != nil {
+			return err
 		}
-		if flags&conduit.Immediate != 0 {
-			return conduit.ErrWouldBlock
-		}
-		c.backoff(isReq, w)
 	}
+	encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
+	q.Commit(ticket)
+	pr.bell.Ring()
+	return nil
 }
 
 // MaxInline is the largest Medium payload SendMedium carries in the ring
@@ -660,20 +674,18 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 	}
 	q := pr.ring[qidx(isReq)]
 	po := payloadOff(len(args))
-	for w := 0; ; w++ {
-		data, ticket, ok := q.Reserve(po + len(payload))
-		if ok {
-			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), -1, args)
-			copy(data[po:], payload)
-			q.Commit(ticket)
-			pr.bell.Ring()
-			return nil
+	data, ticket, ok := q.Reserve(po + len(payload))
+	if !ok {
+		var err error
+		if data, ticket, err = c.reserveWait(q, po+len(payload), isReq, flags); err != nil {
+			return err
 		}
-		if flags&conduit.Immediate != 0 {
-			return conduit.ErrWouldBlock
-		}
-		c.backoff(isReq, w)
 	}
+	encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), -1, args)
+	copy(data[po:], payload)
+	q.Commit(ticket)
+	pr.bell.Ring()
+	return nil
 }
 
 // sendMediumPooled is SendMedium for a payload of (MaxInline, MaxMedium]
@@ -711,20 +723,18 @@ func (c *Conduit) sendMediumPooled(pr *peer, dst int, isReq bool, handler uint8,
 	}
 	q := pr.ring[qi]
 	size := argsEnd(len(args))
-	for w := 0; ; w++ {
-		data, ticket, ok := q.Reserve(size)
-		if ok {
-			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), buf, args)
-			q.Commit(ticket)
-			pr.bell.Ring()
-			return nil
-		}
-		if flags&conduit.Immediate != 0 {
+	data, ticket, ok := q.Reserve(size)
+	if !ok {
+		var err error
+		if data, ticket, err = c.reserveWait(q, size, isReq, flags); err != nil {
 			_ = pool.Free(buf)
-			return conduit.ErrWouldBlock
+			return err
 		}
-		c.backoff(isReq, w)
 	}
+	encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), buf, args)
+	q.Commit(ticket)
+	pr.bell.Ring()
+	return nil
 }
 
 // LongView returns where a Long of n > 0 bytes to dest (an owner address)
@@ -761,20 +771,18 @@ func (c *Conduit) SendLong(dst int, isReq bool, handler uint8, srcEP uint16, arg
 	}
 	q := pr.ring[qidx(isReq)]
 	size := argsEnd(len(args))
-	for w := 0; ; w++ {
-		data, ticket, ok := q.Reserve(size)
-		if ok {
-			encodeFields(data, k, handler, 0, srcEP, c.rank, len(payload), -1, args)
-			binary.LittleEndian.PutUint64(data[offDest:], dest)
-			q.Commit(ticket)
-			pr.bell.Ring()
-			return nil
+	data, ticket, ok := q.Reserve(size)
+	if !ok {
+		var err error
+		if data, ticket, err = c.reserveWait(q, size, isReq, flags); err != nil {
+			return err
 		}
-		if flags&conduit.Immediate != 0 {
-			return conduit.ErrWouldBlock
-		}
-		c.backoff(isReq, w)
 	}
+	encodeFields(data, k, handler, 0, srcEP, c.rank, len(payload), -1, args)
+	binary.LittleEndian.PutUint64(data[offDest:], dest)
+	q.Commit(ticket)
+	pr.bell.Ring()
+	return nil
 }
 
 // sendShortHeader is SendShort through a conduit.Header (a remote peer).
@@ -857,16 +865,15 @@ func (c *Conduit) Commit(p *conduit.Prepared, h conduit.Header, nbytes int) erro
 		return err
 	}
 	q := pr.ring[qi]
-	for w := 0; ; w++ {
-		data, ticket, ok := q.Reserve(argsEnd(int(h.NArgs)))
-		if ok {
-			encodeSlot(data, &h, c.rank, nbytes, idx, 0)
-			q.Commit(ticket)
-			pr.bell.Ring()
-			return nil
-		}
-		c.backoff(h.IsReq, w)
+	data, ticket, ok := q.Reserve(argsEnd(int(h.NArgs)))
+	if !ok {
+		// Without Immediate the wait ends only with room (no error).
+		data, ticket, _ = c.reserveWait(q, argsEnd(int(h.NArgs)), h.IsReq, 0)
 	}
+	encodeSlot(data, &h, c.rank, nbytes, idx, 0)
+	q.Commit(ticket)
+	pr.bell.Ring()
+	return nil
 }
 
 // Poll implements conduit.Conduit.
