@@ -115,6 +115,18 @@ func FuzzDecodeSlot(f *testing.F) {
 	})
 }
 
+// testArgs returns nargs distinct AM arguments (mul*(i+1) ^ i<<shift, so
+// that every byte of each differs between tests and positions) and copies
+// them into h.Args.
+func testArgs(h *conduit.Header, nargs int, mul int32, shift int) []int32 {
+	args := make([]int32, nargs)
+	for i := range args {
+		args[i] = mul*int32(i+1) ^ int32(i<<shift)
+		h.Args[i] = args[i]
+	}
+	return args
+}
+
 // TestEncodeShort: the Short fast path (SendShort) writes the same bytes as
 // encodeSlot does for the same AM sent through Send, for every number of
 // args, request and reply, over a message that held other bytes before.
@@ -122,11 +134,7 @@ func TestEncodeShort(t *testing.T) {
 	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
 		for _, isReq := range []bool{true, false} {
 			h := conduit.Header{Cat: conduit.Short, IsReq: isReq, Handler: 201, NArgs: uint8(nargs), EP: 0x1234, SrcEP: 0xfedc}
-			args := make([]int32, nargs)
-			for i := range args {
-				args[i] = int32(-7919*(i+1)) ^ int32(i<<20)
-				h.Args[i] = args[i]
-			}
+			args := testArgs(&h, nargs, -7919, 20)
 			want := bytes.Repeat([]byte{0x5a}, testSlotData)
 			got := bytes.Repeat([]byte{0xc3}, testSlotData)
 			encodeSlot(want, &h, 0x7654321, 0, -1, 0)
@@ -198,11 +206,7 @@ func TestEncodeMedium(t *testing.T) {
 		for _, isReq := range []bool{true, false} {
 			for _, n := range []int{0, 1, 8, maxInline} {
 				h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: 133, NArgs: uint8(nargs), EP: 0x4321, SrcEP: 0xcdef}
-				args := make([]int32, nargs)
-				for i := range args {
-					args[i] = int32(7907*(i+1)) ^ int32(i<<22)
-					h.Args[i] = args[i]
-				}
+				args := testArgs(&h, nargs, 7907, 22)
 				want := bytes.Repeat([]byte{0x5a}, testSlotData)
 				got := bytes.Repeat([]byte{0xc3}, testSlotData)
 				encodeSlot(want, &h, 0x1234567, n, -1, kindInline)
@@ -231,11 +235,7 @@ func TestEncodeMediumPooled(t *testing.T) {
 			for _, n := range []int{maxInline + 1, 4096, memcopy.Threshold, MaxMedium} {
 				for buf := range poolBufs {
 					h := conduit.Header{Cat: conduit.Medium, IsReq: isReq, Handler: 201, NArgs: uint8(nargs), EP: 0x1357, SrcEP: 0x2468}
-					args := make([]int32, nargs)
-					for i := range args {
-						args[i] = int32(-7919*(i+1)) ^ int32(i<<20)
-						h.Args[i] = args[i]
-					}
+					args := testArgs(&h, nargs, -7919, 20)
 					want := bytes.Repeat([]byte{0x5a}, testSlotData)
 					got := bytes.Repeat([]byte{0xc3}, testSlotData)
 					encodeSlot(want, &h, 0x3456789, n, buf, 0)
@@ -268,11 +268,7 @@ func TestEncodeLong(t *testing.T) {
 	for nargs := 0; nargs <= conduit.MaxArgs; nargs++ {
 		for _, isReq := range []bool{true, false} {
 			h := conduit.Header{Cat: conduit.Long, IsReq: isReq, Handler: 140, NArgs: uint8(nargs), SrcEP: 0x0102, Dest: 0x7fedcba987654321}
-			args := make([]int32, nargs)
-			for i := range args {
-				args[i] = int32(-104729*(i+1)) ^ int32(i<<24)
-				h.Args[i] = args[i]
-			}
+			args := testArgs(&h, nargs, -104729, 24)
 			want := bytes.Repeat([]byte{0x5a}, testSlotData)
 			got := bytes.Repeat([]byte{0xc3}, testSlotData)
 			encodeSlot(want, &h, 0x2345678, 4096, -1, kindPlaced)
