@@ -153,24 +153,7 @@ func TestDirectLongStalled(t *testing.T) {
 	if _, err := b.Write(rest); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(*got) == 0 {
-		tr.Poll(false, deliver)
-		if time.Now().After(deadline) {
-			t.Fatal("the Long did not arrive once its sender went on")
-		}
-		select {
-		case msg := <-aborts:
-			t.Fatalf("the job ended: %s", msg)
-		default:
-		}
-	}
-	if !(*got)[0].Placed || (*got)[0].Handler != h.Handler {
-		t.Errorf("the Long arrived as %+v placed %v", (*got)[0].Header, (*got)[0].Placed)
-	}
-	if !bytes.Equal(seg[h.Dest:h.Dest+uint64(len(payload))], payload) {
-		t.Error("the segment does not hold the Long's payload")
-	}
+	wantPlacedLong(t, func() { tr.Poll(false, deliver) }, aborts, got, seg, payload, h)
 }
 
 // TestDirectLongPollWait: the same half-arrived Long, served by PollWait (a
@@ -189,12 +172,22 @@ func TestDirectLongPollWait(t *testing.T) {
 			go b.Write(rest) // the sender goes on while the receiver sleeps
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(*got) == 0 {
+	wantPlacedLong(t, func() {
 		tr.PollWait(false, deliver)
 		if sleeps == 0 {
 			t.Fatal("PollWait returned without sleeping while a large Long was half-arrived and the socket empty")
 		}
+	}, aborts, got, seg, payload, h)
+}
+
+// wantPlacedLong calls poll until the stalled Long of stalledLong has been
+// delivered (failing after 20 s, or when the job ends), then checks that it
+// arrived placed, for its handler, with its payload in the segment.
+func wantPlacedLong(t *testing.T, poll func(), aborts <-chan string, got *[]conduit.Incoming, seg, payload []byte, h conduit.Header) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(*got) == 0 {
+		poll()
 		if time.Now().After(deadline) {
 			t.Fatal("the Long did not arrive once its sender went on")
 		}
