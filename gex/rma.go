@@ -144,18 +144,40 @@ var (
 
 // put is the body of PutBlocking, PutNBI and PutNB (which the compiler
 // inlines into their callers, so that a put costs one call into gex): the
-// mapped fast path (rma_fast_unsafe.go), else the general path.
+// mapped fast path of an 8-byte put (rma_fast_unsafe.go) here, every other
+// length in putAny, else the general path. Nosplit, and with no value live
+// across a call (each call is the last thing on its path, with put's own
+// arguments), so that the 8-byte path has no stack check, no spill and no
+// frame beyond the callees' argument area (docs/rma.md, "Third pass"); the
+// linker checks that put's frame fits the nosplit limit, and the callees
+// are ordinary functions that check the stack themselves.
+//
+//go:nosplit
 func (tm *TM) put(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
-	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 {
+	if len(src) != 8 {
+		return tm.putAny(mode, rank, dest, src, lc, flags)
+	}
+	if p := tm.mappedAt(rank, dest, 8); p != nil && flags == 0 {
 		// The restricted-context check in an if of its own branches on
 		// the loads themselves (in the && chain the compiler builds a
 		// bool first).
 		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
-			if len(src) == 8 {
-				if put8(p, src) {
-					return Event{}, nil
-				}
-			} else if copyOut(p, src, true) {
+			if put8(p, src) {
+				return Event{}, nil
+			}
+		}
+	}
+	return tm.putSlow(mode, rank, dest, src, lc, flags)
+}
+
+// putAny is put for every length but 8: the mapped fast path with a copy
+// of any length, else the general path.
+//
+//go:noinline
+func (tm *TM) putAny(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
+	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 {
+		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
+			if copyOut(p, src, true) {
 				return Event{}, nil
 			}
 		}
@@ -193,15 +215,31 @@ func fastLC(mode rmaMode, lc *Event) bool {
 	return true
 }
 
-// get is the body of GetBlocking, GetNBI and GetNB, as put is of the puts.
+// get is the body of GetBlocking, GetNBI and GetNB, as put is of the puts
+// (nosplit, no value live across a call: see put).
+//
+//go:nosplit
 func (tm *TM) get(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
+	if len(dst) != 8 {
+		return tm.getAny(mode, dst, rank, src, flags)
+	}
+	if p := tm.mappedAt(rank, src, 8); p != nil && flags == 0 {
+		if !tm.c.mayBeRestricted() {
+			if get8(dst, p) {
+				return Event{}, nil
+			}
+		}
+	}
+	return tm.getSlow(mode, dst, rank, src, flags)
+}
+
+// getAny is get for every length but 8, as putAny is put's.
+//
+//go:noinline
+func (tm *TM) getAny(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
 	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 {
 		if !tm.c.mayBeRestricted() {
-			if len(dst) == 8 {
-				if get8(dst, p) {
-					return Event{}, nil
-				}
-			} else if copyOut(p, dst, false) {
+			if copyOut(p, dst, false) {
 				return Event{}, nil
 			}
 		}
