@@ -98,16 +98,14 @@ func copyMapped(dst, src []byte) {
 // PutBlocking implements gex_RMA_PutBlocking: it returns once src is in the
 // target's segment at dest (remote completion).
 func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
-	_, err := tm.put(modeBlocking, rank, dest, src, nil, flags)
-	return err
+	return tm.putE(modeBlocking, rank, dest, src, nil, flags)
 }
 
 // PutNBI implements gex_RMA_PutNBI. lc is nil/EventNow, EventDefer or
 // EventGroup; completion is tracked by NBITest/NBIWait(ECPut) or the open
 // access region.
 func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
-	_, err := tm.put(modeNBI, rank, dest, src, lc, flags)
-	return err
+	return tm.putE(modeNBI, rank, dest, src, lc, flags)
 }
 
 // PutNB implements gex_RMA_PutNB: the returned root event completes at remote
@@ -120,15 +118,13 @@ func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (E
 // GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
 // bytes at src in the target's segment.
 func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
-	_, err := tm.get(modeBlocking, dst, rank, src, flags)
-	return err
+	return tm.getE(modeBlocking, dst, rank, src, flags)
 }
 
 // GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
 // open access region).
 func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
-	_, err := tm.get(modeNBI, dst, rank, src, flags)
-	return err
+	return tm.getE(modeNBI, dst, rank, src, flags)
 }
 
 // GetNB implements gex_RMA_GetNB.
@@ -170,14 +166,45 @@ func (tm *TM) put(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, fla
 	return tm.putSlow(mode, rank, dest, src, lc, flags)
 }
 
-// putAny is put for every length but 8: the mapped fast path with a copy
-// of any length, else the general path.
+// putE is put for the forms that return only an error (PutBlocking,
+// PutNBI): no Event to zero on the fast path.
+//
+//go:nosplit
+func (tm *TM) putE(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
+	if len(src) != 8 {
+		_, err := tm.putAny(mode, rank, dest, src, lc, flags)
+		return err
+	}
+	if p := tm.mappedAt(rank, dest, 8); p != nil && flags == 0 {
+		if !tm.c.mayBeRestricted() {
+			// lc tested on its own: in an || with fastLC the compiler
+			// builds a bool first, also for lc nil.
+			if lc == nil {
+				if put8(p, src) {
+					return nil
+				}
+			} else if fastLC(mode, lc) && put8(p, src) {
+				return nil
+			}
+		}
+	}
+	_, err := tm.putSlow(mode, rank, dest, src, lc, flags)
+	return err
+}
+
+// putAny is put for every length but 8 and putE for every call with an
+// lc_opt: the mapped fast path with a copy of any length, else the general
+// path.
 //
 //go:noinline
 func (tm *TM) putAny(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
 	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 {
 		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
-			if copyOut(p, src, true) {
+			if len(src) == 8 {
+				if put8(p, src) { // an 8-byte put with an lc_opt (putE, put)
+					return Event{}, nil
+				}
+			} else if copyOut(p, src, true) {
 				return Event{}, nil
 			}
 		}
@@ -231,6 +258,25 @@ func (tm *TM) get(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (E
 		}
 	}
 	return tm.getSlow(mode, dst, rank, src, flags)
+}
+
+// getE is get for GetBlocking and GetNBI, as putE is put's.
+//
+//go:nosplit
+func (tm *TM) getE(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) error {
+	if len(dst) != 8 {
+		_, err := tm.getAny(mode, dst, rank, src, flags)
+		return err
+	}
+	if p := tm.mappedAt(rank, src, 8); p != nil && flags == 0 {
+		if !tm.c.mayBeRestricted() {
+			if get8(dst, p) {
+				return nil
+			}
+		}
+	}
+	_, err := tm.getSlow(mode, dst, rank, src, flags)
+	return err
 }
 
 // getAny is get for every length but 8, as putAny is put's.
