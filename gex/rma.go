@@ -204,7 +204,7 @@ func (tm *TM) putAny(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, 
 				if put8(p, src) { // an 8-byte put with an lc_opt (putE, put)
 					return Event{}, nil
 				}
-			} else if copyOut(p, src, true) {
+			} else if copyTo(p, src) {
 				return Event{}, nil
 			}
 		}
@@ -285,7 +285,7 @@ func (tm *TM) getE(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) e
 func (tm *TM) getAny(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
 	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 {
 		if !tm.c.mayBeRestricted() {
-			if copyOut(p, dst, false) {
+			if copyFrom(dst, p) {
 				return Event{}, nil
 			}
 		}

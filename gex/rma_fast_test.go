@@ -326,7 +326,7 @@ func TestFastPathInlining(t *testing.T) {
 		"(*TM).PutBlocking", "(*TM).PutNBI", "(*TM).PutNB", "(*TM).GetBlocking", "(*TM).GetNBI", "(*TM).GetNB",
 		"(*TM).PutBlockingVal", "(*TM).PutNBIVal", "(*TM).PutNBVal", "Event.Wait", "Event.Test",
 		// The pieces of the fast path inline into the bodies.
-		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "put8", "get8", "putValAt", "getValAt",
+		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "put8", "get8", "copyTo", "copyFrom", "copyMapped", "putValAt", "getValAt",
 		"(*Client).mayBeRestricted", "(*Client).restrictedA", "(*Client).restrictedB", "fastLC")
 	check(report("github.com/gexgo/gexgo/gex/testdata/inlinecheck=", "./testdata/inlinecheck"),
 		"gex.(*AD[uint64]).OpNB", "gex.(*AD[uint64]).OpNBI", "gex.(*AD[uint32]).OpNB", "gex.(*AD[uint32]).OpNBI",

@@ -122,21 +122,23 @@ func get8(dst []byte, p unsafe.Pointer) bool {
 	return true
 }
 
-// copyOut copies b to the len(b) bytes at p (put) or them to b, unless
-// they overlap, and reports whether it did; out of line, so that the fast
-// paths of the 8-byte transfers keep nothing on the stack for it.
-//
-//go:noinline
-func copyOut(p unsafe.Pointer, b []byte, put bool) bool {
-	if !disjoint(p, b) {
+// copyTo copies src to the len(src) bytes at p unless they overlap, and
+// reports whether it did (a put); copyFrom copies them to dst (a get). Two
+// functions, not one with a direction, so that each inlines into
+// putAny/getAny.
+func copyTo(p unsafe.Pointer, src []byte) bool {
+	if !disjoint(p, src) {
 		return false
 	}
-	m := unsafe.Slice((*byte)(p), len(b))
-	if put {
-		copyMapped(m, b)
-	} else {
-		copyMapped(b, m)
+	copyMapped(unsafe.Slice((*byte)(p), len(src)), src)
+	return true
+}
+
+func copyFrom(dst []byte, p unsafe.Pointer) bool {
+	if !disjoint(p, dst) {
+		return false
 	}
+	copyMapped(dst, unsafe.Slice((*byte)(p), len(dst)))
 	return true
 }
 
