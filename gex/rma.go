@@ -309,7 +309,10 @@ func checkValSize(op string, nbytes int) error {
 }
 
 // GetBlockingVal implements gex_RMA_GetBlockingVal: the nbytes (1..8) at src,
-// read as an unsigned integer in this machine's byte order.
+// read as an unsigned integer in this machine's byte order. Nosplit as put
+// is (no stack check on the mapped path).
+//
+//go:nosplit
 func (tm *TM) GetBlockingVal(rank Rank, src Addr, nbytes int, flags Flags) (uint64, error) {
 	if p := tm.mappedAt(rank, src, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 {
 		if !tm.c.mayBeRestricted() {
@@ -348,6 +351,8 @@ var putValOps = [...]string{modeBlocking: "PutBlockingVal", modeNBI: "PutNBIVal"
 // returns only an error, and takes no name, so that the wrappers stay cheap
 // enough to inline into the GASNet-1 layer's value calls (package gasnet) -
 // one call deep there as here.
+//
+//go:nosplit
 func (tm *TM) putVal(mode rmaMode, rank Rank, dest Addr, value uint64, nbytes int, flags Flags, ev *Event) error {
 	if p := tm.mappedAt(rank, dest, nbytes); p != nil && flags == 0 && uint(nbytes-1) < 8 {
 		if !tm.c.mayBeRestricted() {
