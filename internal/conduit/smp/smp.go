@@ -634,13 +634,16 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 		return c.sendShortHeader(dst, isReq, handler, ep, srcEP, args, flags)
 	}
 	q := pr.ring[qidx(isReq)]
-	// The destination's mailbox first (it holds every Short): AMs need no
-	// order among themselves (docs/am.md, "Fourth pass: the ring's lines").
-	if data, ok := q.ReserveMail(); ok {
-		encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
-		q.CommitMail()
-		pr.bell.Ring()
-		return nil
+	// The destination's mailbox first, for a Short of up to 8 args (one
+	// slot): AMs need no order among themselves (docs/am.md, "Fourth pass:
+	// the ring's lines").
+	if argsEnd(len(args)) <= shm.MailData {
+		if data, ok := q.ReserveMail(); ok {
+			encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
+			q.CommitMail()
+			pr.bell.Ring()
+			return nil
+		}
 	}
 	data, ticket, ok := q.Reserve(argsEnd(len(args)))
 	if !ok {
