@@ -48,6 +48,10 @@ const (
 	mrMailFull    = mrTagBit | 1<<32
 	mrMailClaimed = 1
 
+	// mailSkipAfterBusy is how many ReserveMail calls skip the mailbox
+	// after one found it taken.
+	mailSkipAfterBusy = 16
+
 	// MailData is the data length of the mailbox, one slot less its word.
 	MailData = MsgSlotSize - mrMsgHeader
 
@@ -97,6 +101,10 @@ type MsgRing struct {
 	// is free for producers. Producers re-read head only when seenHead says
 	// the ring is full.
 	seenHead atomic.Uint64
+
+	// mailSkip: ReserveMail calls left that skip the mailbox after one
+	// found it taken (a hint for this process's producers; see ReserveMail).
+	mailSkip atomic.Uint32
 
 	// The consumer's state, guarded by the consumer's lock: chead is the
 	// first ticket not yet released (head lags behind it until Publish), cur
@@ -449,8 +457,21 @@ func (q *MsgRing) Empty() bool {
 // returns its data, MailData bytes, with whatever an earlier message left
 // there; ok == false if another message holds it. Any producer; CommitMail
 // must follow promptly.
+//
+// After a ReserveMail found the mailbox taken, the next mailSkipAfterBusy
+// calls in this process return ok == false without touching it: in a flood
+// the consumer is behind and the mailbox mostly full, and a failing CAS per
+// message would take its line away from the consumer each time (the one-way
+// flood measured 22.0-22.4 M msg/s with it, 22.3-24.8 without a mailbox).
+// With one message in flight each way the mailbox is always empty and the
+// hint costs a load.
 func (q *MsgRing) ReserveMail() (data []byte, ok bool) {
+	if s := q.mailSkip.Load(); s != 0 {
+		q.mailSkip.Store(s - 1)
+		return nil, false
+	}
 	if !q.mail.CompareAndSwap(0, mrMailClaimed) {
+		q.mailSkip.Store(mailSkipAfterBusy)
 		return nil, false
 	}
 	return q.b[mrOffMail+mrMsgHeader : mrOffMail+MsgSlotSize : mrOffMail+MsgSlotSize], true
