@@ -73,6 +73,11 @@ const (
 // A message of one slot therefore costs one transfer of its line to the
 // consumer, plus taking it back exclusive for the next lap.
 //
+// Beside the slots, a mailbox line holds at most one message of up to
+// MailData bytes outside the ring's order (ReserveMail, PeekMail): with one
+// message in flight it is reused, where the ring walks a fresh line per
+// message.
+//
 // Any number of producers in any number of processes may call Reserve and
 // Commit concurrently. At most one goroutine in all processes consumes
 // (Peek, Release, Publish) at a time; consumers that take turns must be

@@ -11,6 +11,8 @@
 //	0        region header: magic "GXAM", version, rank, size, state (offset 16: the rank ended the normal way), holder pid (20), fenced (24: fence.go)
 //	64       Bell: the futex doorbell this rank sleeps on (block wait mode)
 //	128      request ring: inbound AM requests (an shm.MsgRing: many producers, this rank consumes)
+//	         (with its mailbox line, shm.MsgRing.ReserveMail: one-slot AMs
+//	         go there first when it is empty)
 //	...      reply ring: inbound AM replies
 //	...      pools, two per job rank p (requests to p, replies to p): payload
 //	         buffers this rank fills for p and p frees after the handler ran
