@@ -3,7 +3,7 @@
 package shm
 
 // Waiting reports whether a message may be waiting: the tag at the
-// published head is committed. Any goroutine may call it, without the
+// published head is committed, or the mailbox holds a message. Any goroutine may call it, without the
 // consumer's lock. While no consumer is between Peek and Publish it misses
 // no message committed before the call (what Bell.Sleep's check needs); it
 // may report one a consumer is handling, or a pad.
@@ -16,5 +16,5 @@ package shm
 // callers ask the consumer instead (take its lock, then Empty).
 func (q *MsgRing) Waiting() bool {
 	h := q.head.Load()
-	return uint32(q.wordAt(h).Load()) == uint32(h)|mrTagBit
+	return uint32(q.wordAt(h).Load()) == uint32(h)|mrTagBit || q.mail.Load()&mrTagBit != 0
 }

@@ -11,6 +11,8 @@
 //	0        region header: magic "GXAM", version, rank, size, state (offset 16: the rank ended the normal way), holder pid (20), fenced (24: fence.go)
 //	64       Bell: the futex doorbell this rank sleeps on (block wait mode)
 //	128      request ring: inbound AM requests (an shm.MsgRing: many producers, this rank consumes)
+//	         (with its mailbox line, shm.MsgRing.ReserveMail: one-slot AMs
+//	         go there first when it is empty)
 //	...      reply ring: inbound AM replies
 //	...      pools, two per job rank p (requests to p, replies to p): payload
 //	         buffers this rank fills for p and p frees after the handler ran
@@ -634,6 +636,17 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 		return c.sendShortHeader(dst, isReq, handler, ep, srcEP, args, flags)
 	}
 	q := pr.ring[qidx(isReq)]
+	// The destination's mailbox first, for a Short of up to 8 args (one
+	// slot): AMs need no order among themselves (docs/am.md, "Fourth pass:
+	// the ring's lines").
+	if argsEnd(len(args)) <= shm.MailData {
+		if data, ok := q.ReserveMail(); ok {
+			encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
+			q.CommitMail()
+			pr.bell.Ring()
+			return nil
+		}
+	}
 	data, ticket, ok := q.Reserve(argsEnd(len(args)))
 	if !ok {
 		var err error
@@ -674,6 +687,15 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 	}
 	q := pr.ring[qidx(isReq)]
 	po := payloadOff(len(args))
+	if po+len(payload) <= shm.MailData { // as in SendShort
+		if data, ok := q.ReserveMail(); ok {
+			encodeFields(data, k, handler, ep, srcEP, c.rank, len(payload), -1, args)
+			copy(data[po:], payload)
+			q.CommitMail()
+			pr.bell.Ring()
+			return nil
+		}
+	}
 	data, ticket, ok := q.Reserve(po + len(payload))
 	if !ok {
 		var err error
@@ -958,19 +980,24 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	in.G = g
 	var m slotMeta
 	n := 0
+	// The mailbox's message first (shm.MsgRing.ReserveMail), then the
+	// ring's: mail says which one data is, for release.
+	data, mail := q.PeekMail()
 	for ; n < pollBudget; n++ {
-		data, ok := q.Peek()
-		if !ok {
-			break
+		if !mail {
+			var ok bool
+			if data, ok = q.Peek(); !ok {
+				break
+			}
 		}
 		if err := decodeSlot(data, &in.Header, &m, c.size, MaxLongMapped); err != nil {
 			c.complain("dropped a malformed AM slot: %v", err)
-			q.Release()
+			mail = c.release(q, mail)
 			continue
 		}
 		if in.IsReq != (qi == 0) {
 			c.complain("dropped an AM from rank %d: a %s in the %s ring", m.Src, word(in.IsReq), word(qi == 0))
-			q.Release()
+			mail = c.release(q, mail)
 			continue
 		}
 		var pool *shm.Pool
@@ -983,7 +1010,7 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 			in.Payload = c.placedPayload(in.Dest, m.NBytes)
 			if in.Payload == nil {
 				c.complain("dropped a Long from rank %d: placed payload [%#x, +%d) is outside this rank's segment", m.Src, in.Dest, m.NBytes)
-				q.Release()
+				mail = c.release(q, mail)
 				continue
 			}
 		default:
@@ -991,7 +1018,7 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 			buf, err := pool.Buf(m.Buf)
 			if err != nil || m.NBytes > len(buf) {
 				c.complain("dropped an AM from rank %d: bad payload buffer %d (%v)", m.Src, m.Buf, err)
-				q.Release()
+				mail = c.release(q, mail)
 				continue
 			}
 			in.Payload = buf[:m.NBytes]
@@ -1005,7 +1032,7 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 		if pool != nil {
 			pool.Put(m.Buf)
 		}
-		q.Release()
+		mail = c.release(q, mail)
 		if q.Empty() { // inlined: the usual end of a drain costs no call
 			n++
 			break
@@ -1013,6 +1040,18 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	}
 	q.Publish()
 	return n
+}
+
+// release frees the message drain delivered: the mailbox's if mail, else
+// the ring's; it returns false, for the next message, which comes from the
+// ring.
+func (c *Conduit) release(q *shm.MsgRing, mail bool) bool {
+	if mail {
+		q.ReleaseMail()
+	} else {
+		q.Release()
+	}
+	return false
 }
 
 // placeRemote is Remote's place function: the bytes [dest, dest+n) of this
