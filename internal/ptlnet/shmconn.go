@@ -32,15 +32,17 @@ type shmConn struct {
 	peerBell                  shm.Bell
 	txBlocked, rxBlocked      *atomic.Uint32 // the blocked word of our region, of the peer's
 
-	txMu    sync.Mutex
-	dead    bool // under txMu: the regions are unmapped, Send fails
-	pend    []pendItem
-	pendH   int
-	arena   []byte // bytes of queued small messages (pendItem.off)
-	hasPend atomic.Bool
-	partial bool   // under txMu: a waiting Send has sent part of its message
-	sentN   uint64 // under txMu: messages sent or queued (Stats.Sent; a counter of the Net's would be a locked instruction per Send)
-	kickDue bool   // under txMu: frames committed since the last kick
+	txMu     sync.Mutex
+	dead     bool // under txMu: the regions are unmapped, Send fails
+	pend     []pendItem
+	pendH    int
+	arena    []byte // bytes of queued small messages (pendItem.off)
+	hasPend  atomic.Bool
+	partial  bool   // under txMu: a waiting Send has sent part of its message
+	sentN    uint64 // under txMu: messages sent or queued (Stats.Sent; a counter of the Net's would be a locked instruction per Send)
+	kickDue  bool   // under txMu: frames committed since the last kick
+	lastMail bool   // under txMu: the last frame went to the ring's mailbox (mailInOrder)
+	mailSkip int    // under txMu: frames left that skip mailInOrder's look at the ring
 
 	gone   atomic.Bool // the socket ended: drain, then reap
 	reaped bool        // under Net.mu... set once by reap or Close

@@ -116,14 +116,26 @@ func (c *shmConn) kick() {
 // frame is out now, and whether the message is complete. txMu held.
 func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed int, startedOut, done bool) {
 	if !started && eagerFits(txEagerMax, len(hdr), total) {
-		d, t, ok := c.tx.ReserveOne(sOffEager + len(hdr) + total)
+		fl := sOffEager + len(hdr) + total
+		if fl <= shm.MailData && c.mailInOrder() {
+			if d, ok := c.tx.ReserveMail(); ok {
+				putEager(d, hdr, rest)
+				c.tx.CommitMail()
+				c.kickDue = true
+				c.lastMail = true
+				return len(rest), true, true
+			}
+		}
+		d, t, ok := c.tx.ReserveOne(fl)
 		if !ok {
 			return 0, false, false
 		}
 		putEager(d, hdr, rest)
 		c.commit(t)
+		c.lastMail = false
 		return len(rest), true, true
 	}
+	c.lastMail = false
 	for !started || consumed < len(rest) {
 		idx, buf, ok := c.txPool.TryAlloc()
 		if !ok {
@@ -147,6 +159,41 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 	}
 	return consumed, true, true
 }
+
+// mailInOrder reports whether a frame put in the ring's mailbox now
+// (shm.MsgRing.ReserveMail, outside the ring's order) would still be
+// delivered after every frame sent before it, as Portals needs: messages
+// from one initiator to one target are matched and delivered in the order
+// sent (Portals 4.3 section 2.2, "Ordering"; puts to one ME with a locally
+// managed offset, use-once MEs and the event order all depend on it). It
+// holds when every earlier frame has been delivered: the last frame went
+// to the mailbox (whose ReserveMail succeeds only once the receiver has
+// released it, after its Handler ran, and that frame was itself sent
+// with nothing earlier outstanding), or the receiver's published position
+// has caught up with every ring frame reserved. Frames later than a
+// mailbox frame may go to the ring while it is outstanding: the receiver
+// takes the mailbox before any ring frame (drain). A stale position only
+// sends a frame to the ring. After a look at the position that found
+// frames outstanding, mailSkipAfterRing frames skip the look (a flood
+// keeps the ring busy, and the position's line is the receiver's). txMu
+// held.
+func (c *shmConn) mailInOrder() bool {
+	if c.lastMail {
+		return true
+	}
+	if c.mailSkip > 0 {
+		c.mailSkip--
+		return false
+	}
+	if c.tx.Released() == c.tx.Reserved() {
+		return true
+	}
+	c.mailSkip = mailSkipAfterRing
+	return false
+}
+
+// mailSkipAfterRing: see mailInOrder.
+const mailSkipAfterRing = 16
 
 // enqueue copies a message (or its unsent rest) to the pending queue, at its
 // head when front (the rest of a half-sent message others queued behind).
@@ -278,14 +325,22 @@ func (c *shmConn) drain(n *Net, max int) int {
 	k, got := 0, 0
 	var f slotFrame
 	for k < max {
+		// The mailbox's frame, if any, comes before every frame in the ring:
+		// the sender uses it only once all its earlier frames were delivered
+		// (mailInOrder), so any ring frame still here was sent after it. It
+		// is looked at after the ring (a ring frame seen implies that a
+		// mailbox frame committed before it is visible too).
 		d, ok := c.rx.Peek()
-		if !ok {
+		dm, mail := c.rx.PeekMail()
+		if mail {
+			d = dm
+		} else if !ok {
 			break
 		}
 		if err := decodeSlotInto(d, c.rxPool.NumBufs(), c.rxPool.BufSize(), &f); err != nil {
 			n.st.malformed.Add(1)
 			c.asmOn = false
-			c.rx.Release()
+			c.releaseRx(mail)
 			k++
 			continue
 		}
@@ -298,7 +353,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 			hl := copy(n.hdrBuf[:], f.hdr)
 			got++
 			n.hb(c.peer, n.hdrBuf[:hl:hl], f.payload)
-			c.rx.Release()
+			c.releaseRx(mail)
 		case slotBulkFirst:
 			if c.asmOn {
 				n.st.malformed.Add(1)
@@ -319,7 +374,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 				c.asmOff = copy(c.asm[:c.asmTotal], chunk)
 				c.asmOn = true
 			}
-			c.rx.Release()
+			c.releaseRx(mail)
 			c.freeBuf(f.buf)
 		case slotBulkCont:
 			buf, _ := c.rxPool.Buf(f.buf)
@@ -337,7 +392,7 @@ func (c *shmConn) drain(n *Net, max int) int {
 					}
 				}
 			}
-			c.rx.Release()
+			c.releaseRx(mail)
 			c.freeBuf(f.buf)
 		}
 		k++
@@ -355,6 +410,16 @@ func (c *shmConn) drain(n *Net, max int) int {
 		c.peerBell.Ring()
 	}
 	return k
+}
+
+// releaseRx frees the frame drain took: the mailbox's if mail, else the
+// ring's.
+func (c *shmConn) releaseRx(mail bool) {
+	if mail {
+		c.rx.ReleaseMail()
+	} else {
+		c.rx.Release()
+	}
 }
 
 // freeBuf returns a pool buffer of the peer's; a double free is the peer's
