@@ -324,17 +324,28 @@ func (c *shmConn) drain(n *Net, max int) int {
 	}
 	k, got := 0, 0
 	var f slotFrame
+	lookMail := true
 	for k < max {
 		// The mailbox's frame, if any, comes before every frame in the ring:
 		// the sender uses it only once all its earlier frames were delivered
 		// (mailInOrder), so any ring frame still here was sent after it. It
 		// is looked at after the ring (a ring frame seen implies that a
-		// mailbox frame committed before it is visible too).
+		// mailbox frame committed before it is visible too). Once a ring
+		// frame was seen with the mailbox empty, no frame can enter the
+		// mailbox before this drain publishes its releases (the sender needs
+		// that frame delivered and published first), so the rest of the
+		// drain skips the look: a load less per frame in a flood.
 		d, ok := c.rx.Peek()
-		dm, mail := c.rx.PeekMail()
-		if mail {
-			d = dm
-		} else if !ok {
+		mail := false
+		if lookMail {
+			var dm []byte
+			if dm, mail = c.rx.PeekMail(); mail {
+				d = dm
+			} else {
+				lookMail = false
+			}
+		}
+		if !ok && !mail {
 			break
 		}
 		if err := decodeSlotInto(d, c.rxPool.NumBufs(), c.rxPool.BufSize(), &f); err != nil {
