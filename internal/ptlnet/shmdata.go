@@ -164,7 +164,8 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 // (shm.MsgRing.ReserveMail, outside the ring's order) would still be
 // delivered after every frame sent before it, as Portals needs: messages
 // from one initiator to one target are matched and delivered in the order
-// sent (Portals 4.3 section 2.2, "Ordering"; puts to one ME with a locally
+// sent (Portals 4.3, ordering semantics: matching in arrival order, the
+// max_waw_ordered_size guarantees; puts to one ME with a locally
 // managed offset, use-once MEs and the event order all depend on it). It
 // holds when every earlier frame has been delivered: the last frame went
 // to the mailbox (whose ReserveMail succeeds only once the receiver has
