@@ -11,7 +11,7 @@ import (
 // The ring's mailbox (shm.MsgRing.ReserveMail) carries one-slot eager frames
 // (a Portals short put: 40-byte header, 8-byte payload) outside the ring's
 // order; these tests check that every message still arrives exactly once
-// and in the order sent (Portals 4.3 ordering semantics: messages from one
+// and in the order sent (Portals 4.3 section 2.7, Ordering (2.7.1, 2.7.2): messages from one
 // initiator to one target are delivered in order).
 
 // mailHdr is a header of n bytes carrying sequence number i.

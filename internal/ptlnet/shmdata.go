@@ -164,7 +164,7 @@ func (c *shmConn) trySend(hdr, rest []byte, total int, started bool) (consumed i
 // (shm.MsgRing.ReserveMail, outside the ring's order) would still be
 // delivered after every frame sent before it, as Portals needs: messages
 // from one initiator to one target are matched and delivered in the order
-// sent (Portals 4.3, ordering semantics: matching in arrival order, the
+// sent (Portals 4.3 section 2.7, Ordering, 2.7.1-2.7.2: matching in arrival order, the
 // max_waw_ordered_size guarantees; puts to one ME with a locally
 // managed offset, use-once MEs and the event order all depend on it). It
 // holds when every earlier frame has been delivered: the last frame went
