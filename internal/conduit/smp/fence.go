@@ -35,7 +35,7 @@ func (c *Conduit) setupFence(b []byte) {
 	}
 }
 
-// attachFence makes pr's ring views commit with a release store when both
+// attachFence makes pr's ring views (and duo lines) commit with a release store when both
 // this process and pr's owner (its region header b) use the barrier.
 func (c *Conduit) attachFence(pr *peer, b []byte) {
 	if !c.fenced || shm.Uint32At(b, offFenced).Load() != fencedYes {
@@ -44,4 +44,6 @@ func (c *Conduit) attachFence(pr *peer, b []byte) {
 	for _, q := range pr.ring {
 		q.SetReleaseCommit()
 	}
+	pr.duoOut.SetReleaseCommit() // both duo halves we write are read by pr's owner
+	pr.duoIn.SetReleaseCommit()
 }

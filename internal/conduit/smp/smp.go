@@ -72,7 +72,7 @@ import (
 // Geometry of the AM region.
 const (
 	regionMagic   = 0x4d415847 // "GXAM" little-endian
-	regionVersion = 3          // 3: the offFenced word (fence.go)
+	regionVersion = 4          // 4: the duo lines (duo.go)
 	offBell       = 64
 	offRings      = 128
 
@@ -103,6 +103,9 @@ type Config struct {
 	Allocator shm.Allocator
 	// SupernodeMaxSize limits the neighbourhood size (0 = the whole host).
 	SupernodeMaxSize int
+	// NoDuo turns the duo lines off (duo.go; EnvNoDuo): every AM takes
+	// the rings.
+	NoDuo bool
 	// MaxSegSize is a GASNET_MAX_SEGSIZE value ("" = conduit.DefaultMaxSegSize).
 	MaxSegSize string
 	// Done, if set, is closed when the job ends while this rank may still be
@@ -177,7 +180,7 @@ type RemoteWaiter interface {
 // ConfigFromEnv returns the configuration for a process rank: memfd regions,
 // GASNET_SUPERNODE_MAXSIZE and GASNET_MAX_SEGSIZE from the environment.
 func ConfigFromEnv() Config {
-	cfg := Config{Allocator: shm.Memfd{}, MaxSegSize: os.Getenv(conduit.EnvMaxSegSize)}
+	cfg := Config{Allocator: shm.Memfd{}, MaxSegSize: os.Getenv(conduit.EnvMaxSegSize), NoDuo: os.Getenv(EnvNoDuo) == "1"}
 	if v := os.Getenv(EnvSupernodeMaxSize); v != "" {
 		n, err := strconv.Atoi(v)
 		if err == nil && n >= 0 {
@@ -199,6 +202,17 @@ type peer struct {
 	segReg *shm.Region
 	mapped bool // same nbrhd: their segment is (to be) mapped here
 	remote bool // another host: AMs go through Config.Remote
+
+	// The duo lines (duo.go), used if duoOK: duoOut carries our requests
+	// to them and their replies (our region's line), duoIn theirs to us and
+	// our replies (their region's line). askClaim is our request senders'
+	// lock on duoOut's asker half; answerSeen is 1 once our reply consumer
+	// delivered duoOut's reply, until our next request clears it.
+	duoOK      bool
+	duoOut     shm.Duo
+	duoIn      shm.Duo
+	askClaim   atomic.Uint32
+	answerSeen atomic.Uint32
 }
 
 // Conduit is the shared-memory conduit for one rank.
@@ -236,6 +250,14 @@ type Conduit struct {
 
 	closeOnce sync.Once
 
+	// duoPeers are the peers with duo lines (duo.go); duoCur is the peer
+	// whose duo request the request consumer is delivering (-1 none) and
+	// duoBuf a copy of its payload. Both belong to the goroutine that
+	// holds own[0].
+	duoPeers []int
+	duoCur   int
+	duoBuf   [duoMediumBytes]byte
+
 	live liveness // peers that leave the job early (liveness.go)
 	coll [][]byte // collective areas by rank (coll.go)
 }
@@ -243,12 +265,15 @@ type Conduit struct {
 var _ conduit.Conduit = (*Conduit)(nil)
 
 func regionBytes(size int) (rings, pools, total int) {
-	rb := shm.MsgRingBytes(ringSlots)
 	pb := shm.PoolBytes(poolBufs, poolBufSize)
 	rings = offRings
-	pools = align64(rings + 2*rb)
+	pools = align64(duoLines(rings) + size*shm.DuoBytes)
 	return rings, pools, pools + 2*size*pb
 }
+
+// duoLines is the offset of the region's duo lines (duo.go), one per job
+// rank, after the rings at offset rings.
+func duoLines(rings int) int { return align64(rings + 2*shm.MsgRingBytes(ringSlots)) }
 
 func align64(n int) int { return (n + 63) &^ 63 }
 
@@ -261,7 +286,7 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 	}
 	c := &Conduit{b: b, cfg: cfg, rank: b.Rank(), size: b.Size()}
 	c.own = &c.ownBuf
-	c.hasWork = func() bool { return c.ringWaiting(0) || c.ringWaiting(1) }
+	c.hasWork = func() bool { return c.ringWaiting(0) || c.ringWaiting(1) || c.duoWaiting(0) || c.duoWaiting(1) }
 	if err := c.exchangeTopology(); err != nil {
 		return nil, err
 	}
@@ -280,7 +305,9 @@ func New(b boot.Bootstrap, cfg Config) (*Conduit, error) {
 			return nil, err
 		}
 		c.remoteWait, _ = r.(RemoteWaiter)
-		c.hasWork = func() bool { return c.ringWaiting(0) || c.ringWaiting(1) || r.Pending() }
+		c.hasWork = func() bool {
+			return c.ringWaiting(0) || c.ringWaiting(1) || c.duoWaiting(0) || c.duoWaiting(1) || r.Pending()
+		}
 	}
 	return c, nil
 }
@@ -392,6 +419,20 @@ func (c *Conduit) setupRegions() error {
 		// through shared memory.
 		c.peers[p].remote = c.cfg.Remote != nil && c.topo.Host[p] != c.topo.Host[c.rank]
 	}
+	c.duoCur = -1
+	if !c.cfg.NoDuo {
+		for p := range c.peers {
+			if p != c.rank && !c.peers[p].remote {
+				c.duoPeers = append(c.duoPeers, p)
+			}
+		}
+		if len(c.duoPeers) > duoMaxPeers {
+			c.duoPeers = nil
+		}
+		for _, p := range c.duoPeers {
+			c.peers[p].duoOK = true
+		}
+	}
 	desc, err := reg.Desc().MarshalBinary()
 	if err != nil {
 		return err
@@ -456,6 +497,9 @@ func (c *Conduit) mapPeer(p int, descBytes []byte, ringsOff, poolsOff, total int
 		pr.ring[i] = q
 	}
 	pr.bell = shm.BellAt(b, offBell)
+	lines := duoLines(ringsOff)
+	pr.duoOut = shm.DuoAt(c.mine.Bytes(), lines+p*shm.DuoBytes)
+	pr.duoIn = shm.DuoAt(b, lines+c.rank*shm.DuoBytes)
 	c.attachFence(pr, b) // fence.go
 	pb := shm.PoolBytes(poolBufs, poolBufSize)
 	for i := 0; i < 2; i++ {
@@ -635,10 +679,19 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 	if pr.remote || len(args) > conduit.MaxArgs {
 		return c.sendShortHeader(dst, isReq, handler, ep, srcEP, args, flags)
 	}
+	// The duo line first (duo.go), then the destination's mailbox, for a
+	// Short of up to 8 args (one slot): AMs need no order among themselves
+	// (docs/am.md, "Fourth pass: the ring's lines").
+	if pr.duoOK && len(args) <= duoShortArgs {
+		if isReq {
+			if c.duoAsk(pr, byte(conduit.Short), handler, ep, srcEP, args, nil) {
+				return nil
+			}
+		} else if c.duoAnswer(pr, dst, byte(conduit.Short), handler, ep, srcEP, args, nil) {
+			return nil
+		}
+	}
 	q := pr.ring[qidx(isReq)]
-	// The destination's mailbox first, for a Short of up to 8 args (one
-	// slot): AMs need no order among themselves (docs/am.md, "Fourth pass:
-	// the ring's lines").
 	if argsEnd(len(args)) <= shm.MailData {
 		if data, ok := q.ReserveMail(); ok {
 			encodeShort(data, isReq, handler, ep, srcEP, c.rank, args)
@@ -684,6 +737,15 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 	k := byte(conduit.Medium) | kindInline
 	if isReq {
 		k |= kindReq
+	}
+	if pr.duoOK && duoFits(true, len(args), len(payload)) { // as in SendShort
+		if isReq {
+			if c.duoAsk(pr, k, handler, ep, srcEP, args, payload) {
+				return nil
+			}
+		} else if c.duoAnswer(pr, dst, k, handler, ep, srcEP, args, payload) {
+			return nil
+		}
 	}
 	q := pr.ring[qidx(isReq)]
 	po := payloadOff(len(args))
@@ -903,16 +965,16 @@ func (c *Conduit) Poll(repliesOnly bool) int {
 	if c.cfg.Remote != nil {
 		return c.pollWithRemote(repliesOnly, false)
 	}
-	w1 := c.ringWaiting(1)
-	w0 := !w1 && !repliesOnly && c.ringWaiting(0)
+	w1 := c.ringWaiting(1) || c.duoWaiting(1)
+	w0 := !w1 && !repliesOnly && (c.ringWaiting(0) || c.duoWaiting(0))
 	if !w1 && !w0 {
-		return 0 // the empty poll of a wait loop: two loads per ring, no call
+		return 0 // the empty poll of a wait loop: two loads per ring and duo peer, no call
 	}
 	g := gctx.ID()
 	n := 0
 	if w1 {
 		n += c.tryDrain(1, g)
-		w0 = !repliesOnly && c.ringWaiting(0) // requests that came meanwhile
+		w0 = !repliesOnly && (c.ringWaiting(0) || c.duoWaiting(0)) // requests that came meanwhile
 	}
 	if w0 {
 		n += c.tryDrain(0, g)
@@ -953,11 +1015,11 @@ func (c *Conduit) PollWait(repliesOnly bool) int {
 // Reply waits for queue space: that wait polls Replies.)
 func (c *Conduit) pollWithRemote(repliesOnly, wait bool) int {
 	n := 0
-	if c.ringWaiting(1) && c.consumer[1].TryLock() {
+	if (c.ringWaiting(1) || c.duoWaiting(1)) && c.consumer[1].TryLock() {
 		n += c.tryDrain(1, gctx.ID())
 		c.consumer[1].Unlock()
 	}
-	if !repliesOnly && c.ringWaiting(0) && c.consumer[0].TryLock() {
+	if !repliesOnly && (c.ringWaiting(0) || c.duoWaiting(0)) && c.consumer[0].TryLock() {
 		n += c.tryDrain(0, gctx.ID())
 		c.consumer[0].Unlock()
 	}
@@ -980,6 +1042,9 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	in.G = g
 	var m slotMeta
 	n := 0
+	if len(c.duoPeers) != 0 {
+		n = c.drainDuos(qi) // duo.go
+	}
 	// The mailbox's message first (shm.MsgRing.ReserveMail), then the
 	// ring's: mail says which one data is, for release.
 	data, mail := q.PeekMail()
