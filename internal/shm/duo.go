@@ -42,8 +42,8 @@ const (
 // Whatever a peer writes into the line, a Duo never indexes outside it:
 // the caller decodes the data and checks it.
 type Duo struct {
-	b    []byte
-	w    [2]*atomic.Uint64
+	b   []byte
+	w   [2]*atomic.Uint64
 	rel bool // commit with a release store (SetReleaseCommit)
 }
 

@@ -253,9 +253,9 @@ func TestDuoMalformed(t *testing.T) {
 	cs[1].SetDelivery(record(&reqs))
 	junk := bytes.Repeat([]byte{0xff}, 24)
 	for _, w := range []uint64{
-		0xff,                     // unknown kind bits
-		uint64(conduit.Long) | 4, // a Long
-		uint64(conduit.Short),    // a reply in the asker half
+		0xff,                                           // unknown kind bits
+		uint64(conduit.Long) | 4,                       // a Long
+		uint64(conduit.Short),                          // a reply in the asker half
 		uint64(conduit.Short) | 4 | 7<<16,              // 7 args
 		uint64(conduit.Short) | 4 | 1<<24,              // a Short with payload
 		uint64(conduit.Medium) | 4 | 8 | 17<<24,        // 17 payload bytes
