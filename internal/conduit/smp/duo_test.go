@@ -112,8 +112,12 @@ func TestDuoRoundTrip(t *testing.T) {
 	if !smp.RingsEmpty(c1) {
 		t.Fatal("the request went into rank 1's rings, not the duo line")
 	}
+	before := c1.RecvTraffic()
 	if n := c1.Poll(false); n != 1 || len(reqs) != 1 {
 		t.Fatalf("rank 1 polled %d AMs (%d requests), want 1", n, len(reqs))
+	}
+	if c1.RecvTraffic() == before {
+		t.Fatal("RecvTraffic did not count the request from the duo line (the launcher's hang watch reads it)")
 	}
 	r := reqs[0]
 	if r.src != 0 || r.h.Cat != conduit.Short || !r.h.IsReq || r.h.Handler != 5 || r.h.EP != 1 || r.h.SrcEP != 2 || int(r.h.NArgs) != len(args) {

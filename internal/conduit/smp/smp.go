@@ -257,6 +257,10 @@ type Conduit struct {
 	duoPeers []int
 	duoCur   int
 	duoBuf   [duoMediumBytes]byte
+	// outside[qi] counts the AMs of class qi consumed outside the ring's
+	// slots (duo lines and the mailbox), which the ring's head does not
+	// count (RecvTraffic); written by the class's consumer only.
+	outside [2]atomic.Uint64
 
 	live liveness // peers that leave the job early (liveness.go)
 	coll [][]byte // collective areas by rank (coll.go)
@@ -1048,6 +1052,10 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	// The mailbox's message first (shm.MsgRing.ReserveMail), then the
 	// ring's: mail says which one data is, for release.
 	data, mail := q.PeekMail()
+	outside := n
+	if mail {
+		outside++
+	}
 	for ; n < pollBudget; n++ {
 		if !mail {
 			var ok bool
@@ -1104,6 +1112,9 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 		}
 	}
 	q.Publish()
+	if outside != 0 {
+		shm.StoreRelease64(&c.outside[qi], c.outside[qi].Load()+uint64(outside))
+	}
 	return n
 }
 
@@ -1260,9 +1271,10 @@ func (c *Conduit) Segment(r int) conduit.SegInfo {
 }
 
 // RecvTraffic returns a count that grows with every AM this rank's drains
-// take from its rings (the slots released, as published).
+// take from its rings (the slots released, as published), their mailboxes
+// and the duo lines (outside).
 func (c *Conduit) RecvTraffic() uint64 {
-	return c.inbound[0].Released() + c.inbound[1].Released()
+	return c.inbound[0].Released() + c.inbound[1].Released() + c.outside[0].Load() + c.outside[1].Load()
 }
 
 // IsRemote reports whether rank p is reached through Config.Remote.
