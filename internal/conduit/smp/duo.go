@@ -17,8 +17,9 @@ import (
 // and clear each behind its message (docs/am.md, "Fourth pass").
 //
 // Only small AMs go there (a Short of at most duoShortArgs args, a Medium
-// of at most duoMediumBytes bytes with at most duoMediumArgs args), and only
-// when the half is empty; everything else, and everything that finds the
+// of at most duoMediumBytes bytes with at most duoMediumArgs args, a Long
+// placed in a mapped segment with at most duoLongArgs args), and only when
+// the half is empty; everything else, and everything that finds the
 // half taken, goes through the rings as before. AMs need no order among
 // themselves (the rings' mailboxes rely on it too: docs/am.md, "Fourth
 // pass"), so a message in a line may overtake one in a ring.
@@ -53,12 +54,17 @@ import (
 //
 // then the args (4 bytes each) from byte 8 of the half, and a Medium's
 // payload from byte 16, 16-byte aligned in memory like the rings' inline
-// payloads.
+// payloads. A Long (placed: its payload is already in the destination
+// segment, and its endpoint is 0) has its payload length in bytes 3-5 of
+// the word, its destination address in bytes 8-15 of the half and its args
+// from byte 16.
 const (
 	duoShortArgs   = shm.DuoData / 4 // 6
 	duoMediumArgs  = 2
 	duoMediumBytes = shm.DuoHalf - 16 // 16
 	duoPayloadOff  = 16               // in the half
+	duoLongArgs    = (shm.DuoData - 8) / 4 // 4
+	duoLongArgsOff = 16                    // in the half, after the destination
 
 	// duoMaxPeers bounds the peers a rank shares duo lines with: a poll
 	// looks at two words per such peer.
@@ -69,20 +75,33 @@ const (
 	EnvNoDuo = "GEX_SMP_NO_DUO"
 )
 
-// duoFits reports whether an AM of kind k (Short or inline Medium) with
-// nargs args and n payload bytes fits a duo half.
-func duoFits(medium bool, nargs, n int) bool {
-	if medium {
+// duoFits reports whether an AM of category cat (a Short, an inline
+// Medium, a placed Long) with nargs args and n payload bytes fits a duo
+// half.
+func duoFits(cat conduit.Category, nargs, n int) bool {
+	switch cat {
+	case conduit.Medium:
 		return nargs <= duoMediumArgs && n <= duoMediumBytes
+	case conduit.Long:
+		return nargs <= duoLongArgs && n <= MaxLongMapped
 	}
 	return nargs <= duoShortArgs
 }
 
 // encodeDuo writes an AM into the half of line l at off (0 or
-// shm.DuoHalf), all but its word, and returns the word to commit. The
-// caller checked duoFits.
-func encodeDuo(l []byte, off int, k, handler uint8, ep, srcEP uint16, args []int32, payload []byte) uint64 {
+// shm.DuoHalf), all but its word, and returns the word to commit: a
+// Medium's payload is copied, a placed Long's (kind has kindPlaced, ep is
+// 0) is already in the segment at dest. The caller checked duoFits.
+func encodeDuo(l []byte, off int, k, handler uint8, ep, srcEP uint16, args []int32, payload []byte, dest uint64) uint64 {
 	h := l[off : off+shm.DuoHalf : off+shm.DuoHalf]
+	if k&kindPlaced != 0 {
+		binary.LittleEndian.PutUint64(h[8:], dest)
+		a := h[duoLongArgsOff:]
+		for i, v := range args {
+			binary.LittleEndian.PutUint32(a[4*i:], uint32(v))
+		}
+		return uint64(k) | uint64(handler)<<8 | uint64(len(args))<<16 | uint64(len(payload))<<24 | uint64(srcEP)<<48
+	}
 	for i, v := range args {
 		binary.LittleEndian.PutUint32(h[8+4*i:], uint32(v))
 	}
@@ -105,13 +124,23 @@ func decodeDuo(l []byte, off int, w uint64, isReq bool, h *conduit.Header) error
 	}
 	short := k == byte(conduit.Short)|want
 	medium := k == byte(conduit.Medium)|kindInline|want
-	if !(short && nargs <= duoShortArgs && n == 0 || medium && nargs <= duoMediumArgs && n <= duoMediumBytes) {
-		return fmt.Errorf("%w: duo line message word %#x (kind %#x, %d args, %d bytes) is not a %s Short of at most %d args or Medium of at most %d args and %d bytes",
-			errSlot, w, k, nargs, n, word(isReq), duoShortArgs, duoMediumArgs, duoMediumBytes)
+	long := k == byte(conduit.Long)|kindPlaced|want
+	if long {
+		n = int(w >> 24 & 0xffffff)
+	}
+	if !(short && nargs <= duoShortArgs && n == 0 || medium && nargs <= duoMediumArgs && n <= duoMediumBytes ||
+		long && nargs <= duoLongArgs && n <= MaxLongMapped) {
+		return fmt.Errorf("%w: duo line message word %#x (kind %#x, %d args, %d bytes) is not a %s Short of at most %d args, Medium of at most %d args and %d bytes, or placed Long of at most %d args and %d bytes",
+			errSlot, w, k, nargs, n, word(isReq), duoShortArgs, duoMediumArgs, duoMediumBytes, duoLongArgs, MaxLongMapped)
 	}
 	h.Cat, h.IsReq, h.Handler, h.NArgs = conduit.Category(k&kindCatMask), isReq, byte(w>>8), uint8(nargs)
 	h.EP, h.SrcEP, h.Dest = uint16(w>>32), uint16(w>>48), 0
-	a := l[off+8 : off+8+4*nargs]
+	ao := off + 8
+	if long {
+		h.EP, h.Dest = 0, binary.LittleEndian.Uint64(l[off+8:])
+		ao = off + duoLongArgsOff
+	}
+	a := l[ao : ao+4*nargs]
 	for i := range nargs {
 		h.Args[i] = int32(binary.LittleEndian.Uint32(a[4*i:]))
 	}
@@ -124,11 +153,44 @@ func duoPayload(l []byte, off, n int) []byte {
 	return l[off+duoPayloadOff : off+duoPayloadOff+n : off+duoPayloadOff+n]
 }
 
+// duoLen is the payload length in a duo message word that decodeDuo
+// accepted as h.
+func duoLen(w uint64, h *conduit.Header) int {
+	if h.Cat == conduit.Long {
+		return int(w >> 24 & 0xffffff)
+	}
+	return int(byte(w >> 24))
+}
+
+// duoIncoming sets in's payload for the message of word w in the half of l
+// at off, which decodeDuo accepted into in.Header: nil for a Short, the
+// Medium's bytes in the half (or, if copy, a copy in c.duoBuf), a placed
+// Long's bytes in this rank's segment. false if the Long's bytes are not
+// inside the segment (the message is dropped with a complaint).
+func (c *Conduit) duoIncoming(in *conduit.Incoming, src int, l []byte, off int, w uint64, copied bool) bool {
+	in.Src, in.Placed, in.Payload = src, false, nil
+	switch in.Cat {
+	case conduit.Medium:
+		in.Payload = duoPayload(l, off, duoLen(w, &in.Header))
+		if copied {
+			in.Payload = c.duoBuf[:copy(c.duoBuf[:], in.Payload)]
+		}
+	case conduit.Long:
+		n := duoLen(w, &in.Header)
+		in.Placed = true
+		if in.Payload = c.placedPayload(in.Dest, n); in.Payload == nil {
+			c.complain("dropped a Long from rank %d: placed payload [%#x, +%d) is outside this rank's segment", src, in.Dest, n)
+			return false
+		}
+	}
+	return true
+}
+
 // duoAsk sends a request to pr through their duo line if its asker half is
 // free and no other request sender of this process holds it; false if the
 // caller must use the rings. (The clear of a reply this process delivered
 // travels in the same burst: see the package comment above.)
-func (c *Conduit) duoAsk(pr *peer, k, handler uint8, ep, srcEP uint16, args []int32, payload []byte) bool {
+func (c *Conduit) duoAsk(pr *peer, k, handler uint8, ep, srcEP uint16, args []int32, payload []byte, dest uint64) bool {
 	if !pr.askClaim.CompareAndSwap(0, 1) {
 		return false
 	}
@@ -144,7 +206,7 @@ func (c *Conduit) duoAsk(pr *peer, k, handler uint8, ep, srcEP uint16, args []in
 		d.Clear(shm.DuoAnswer)
 		shm.StoreRelease32(&pr.answerSeen, 0)
 	}
-	w := encodeDuo(d.Line(), 0, k|kindReq, handler, ep, srcEP, args, payload)
+	w := encodeDuo(d.Line(), 0, k|kindReq, handler, ep, srcEP, args, payload, dest)
 	d.Commit(shm.DuoAsk, w)
 	shm.StoreRelease32(&pr.askClaim, 0)
 	pr.bell.Ring()
@@ -155,14 +217,14 @@ func (c *Conduit) duoAsk(pr *peer, k, handler uint8, ep, srcEP uint16, args []in
 // the ask being delivered from dst (so this goroutine is the request
 // consumer, the half's one writer) and the half is empty; false if the
 // caller must use the rings. The ask's half is cleared in the same burst.
-func (c *Conduit) duoAnswer(pr *peer, dst int, k, handler uint8, ep, srcEP uint16, args []int32, payload []byte) bool {
+func (c *Conduit) duoAnswer(pr *peer, dst int, k, handler uint8, ep, srcEP uint16, args []int32, payload []byte, dest uint64) bool {
 	d := &pr.duoIn
 	if c.duoCur != dst || d.Word(shm.DuoAnswer) != 0 {
 		return false
 	}
 	d.Clear(shm.DuoAsk) // the ask's args and payload were copied out
 	c.duoCur = -1
-	w := encodeDuo(d.Line(), shm.DuoHalf, k, handler, ep, srcEP, args, payload)
+	w := encodeDuo(d.Line(), shm.DuoHalf, k, handler, ep, srcEP, args, payload, dest)
 	d.Commit(shm.DuoAnswer, w)
 	pr.bell.Ring()
 	return true
@@ -204,14 +266,12 @@ func (c *Conduit) drainDuos(qi int) int {
 				d.Clear(shm.DuoAsk)
 				continue
 			}
-			// The payload is copied out so that the reply may clear the
-			// half before the handler returns (duoAnswer).
-			in.Payload = nil
-			if in.Cat == conduit.Medium {
-				nb := int(byte(w >> 24))
-				in.Payload = c.duoBuf[:copy(c.duoBuf[:], duoPayload(l, 0, nb))]
+			// A Medium's payload is copied out so that the reply may clear
+			// the half before the handler returns (duoAnswer).
+			if !c.duoIncoming(in, p, l, 0, w, true) {
+				d.Clear(shm.DuoAsk)
+				continue
 			}
-			in.Src, in.Placed = p, false
 			c.duoCur = p
 			c.deliver(in)
 			if c.duoCur == p { // no reply went back through the line
@@ -232,12 +292,7 @@ func (c *Conduit) drainDuos(qi int) int {
 		l := d.Line()
 		if err := decodeDuo(l, shm.DuoHalf, w, false, &in.Header); err != nil {
 			c.complain("dropped an AM from rank %d: %v", p, err)
-		} else {
-			in.Payload = nil
-			if in.Cat == conduit.Medium {
-				in.Payload = duoPayload(l, shm.DuoHalf, int(byte(w>>24)))
-			}
-			in.Src, in.Placed = p, false
+		} else if c.duoIncoming(in, p, l, shm.DuoHalf, w, false) {
 			c.deliver(in)
 			n++
 		}

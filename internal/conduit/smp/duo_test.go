@@ -2,6 +2,7 @@ package smp_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -467,5 +468,70 @@ func TestDuoConcurrent(t *testing.T) {
 				t.Fatalf("rank %d: reply %d delivered %d times", r, id, n)
 			}
 		}
+	}
+}
+
+// TestDuoLong sends a Long placed in the peer's segment and its Long reply
+// through the duo line: the destination address, length and args arrive,
+// the payload is where the sender put it; a Long whose destination is
+// outside the receiver's segment (a peer ignoring the protocol) is dropped.
+func TestDuoLong(t *testing.T) {
+	cs := newJob(t, 2)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.AttachSegment(1 << 16); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	c0, c1 := cs[0], cs[1]
+	var reqs, reps []got
+	c1.SetDelivery(func(in *conduit.Incoming) {
+		reqs = append(reqs, got{in.Src, in.Header, bytes.Clone(in.Payload)})
+		if !in.Placed {
+			t.Error("a Long from the duo line arrived unplaced")
+		}
+		dest := c1.Segment(0).Owner + 256
+		if err := c1.SendLong(0, false, 9, 0, []int32{in.Args[3]}, in.Payload, c1.LongView(0, dest, len(in.Payload)), dest, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	c0.SetDelivery(record(&reps))
+	pay := []byte("a Long payload of 29 bytes...")
+	dest := c0.Segment(1).Owner + 128
+	if err := c0.SendLong(1, true, 5, 0, []int32{1, 2, 3, 4}, pay, c0.LongView(1, dest, len(pay)), dest, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ask, _ := smp.DuoWords(c0, 1); ask == 0 || !smp.RingsEmpty(c1) {
+		t.Fatalf("a Long with 4 args did not take the duo line (ask word %#x)", ask)
+	}
+	c1.Poll(false)
+	if len(reqs) != 1 || reqs[0].h.Cat != conduit.Long || reqs[0].h.Dest != dest || !bytes.Equal(reqs[0].payload, pay) || reqs[0].h.Args[3] != 4 || reqs[0].h.NArgs != 4 {
+		t.Fatalf("Long request delivered as %+v", reqs)
+	}
+	if ask, ans := smp.DuoWords(c0, 1); ask != 0 || ans == 0 || !smp.RingsEmpty(c0) {
+		t.Fatalf("the Long reply did not take the answerer half (words %#x, %#x)", ask, ans)
+	}
+	c0.Poll(false)
+	if len(reps) != 1 || reps[0].h.Cat != conduit.Long || reps[0].h.Dest != c1.Segment(0).Owner+256 || !bytes.Equal(reps[0].payload, pay) || reps[0].h.Args[0] != 4 {
+		t.Fatalf("Long reply delivered as %+v", reps)
+	}
+	if got := c0.Segment(0).Local[256 : 256+len(pay)]; !bytes.Equal(got, pay) {
+		t.Fatalf("rank 0's segment holds %q where the reply's payload belongs", got)
+	}
+
+	// A Long whose bytes would lie past the receiver's segment.
+	var line [24]byte
+	binary.LittleEndian.PutUint64(line[:], c0.Segment(1).Owner+1<<16-4)
+	smp.WriteDuoAsk(c0, 1, uint64(conduit.Long)|4|16|8<<24, line[:])
+	if n := c1.Poll(false); n != 0 || len(reqs) != 1 {
+		t.Fatalf("a Long outside the segment was delivered (%d AMs)", n)
+	}
+	if ask, _ := smp.DuoWords(c0, 1); ask != 0 {
+		t.Fatal("the dropped Long's half was not cleared")
 	}
 }

@@ -688,10 +688,10 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 	// (docs/am.md, "Fourth pass: the ring's lines").
 	if pr.duoOK && len(args) <= duoShortArgs {
 		if isReq {
-			if c.duoAsk(pr, byte(conduit.Short), handler, ep, srcEP, args, nil) {
+			if c.duoAsk(pr, byte(conduit.Short), handler, ep, srcEP, args, nil, 0) {
 				return nil
 			}
-		} else if c.duoAnswer(pr, dst, byte(conduit.Short), handler, ep, srcEP, args, nil) {
+		} else if c.duoAnswer(pr, dst, byte(conduit.Short), handler, ep, srcEP, args, nil, 0) {
 			return nil
 		}
 	}
@@ -742,12 +742,12 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 	if isReq {
 		k |= kindReq
 	}
-	if pr.duoOK && duoFits(true, len(args), len(payload)) { // as in SendShort
+	if pr.duoOK && duoFits(conduit.Medium, len(args), len(payload)) { // as in SendShort
 		if isReq {
-			if c.duoAsk(pr, k, handler, ep, srcEP, args, payload) {
+			if c.duoAsk(pr, k, handler, ep, srcEP, args, payload, 0) {
 				return nil
 			}
-		} else if c.duoAnswer(pr, dst, k, handler, ep, srcEP, args, payload) {
+		} else if c.duoAnswer(pr, dst, k, handler, ep, srcEP, args, payload, 0) {
 			return nil
 		}
 	}
@@ -854,6 +854,15 @@ func (c *Conduit) SendLong(dst int, isReq bool, handler uint8, srcEP uint16, arg
 	pr := &c.peers[dst]
 	c.copyTo(dst, view, payload)
 	k := byte(conduit.Long) | kindPlaced
+	if pr.duoOK && len(args) <= duoLongArgs { // as in SendShort
+		if isReq {
+			if c.duoAsk(pr, k, handler, 0, srcEP, args, payload, dest) {
+				return nil
+			}
+		} else if c.duoAnswer(pr, dst, k, handler, 0, srcEP, args, payload, dest) {
+			return nil
+		}
+	}
 	if isReq {
 		k |= kindReq
 	}
