@@ -22,10 +22,14 @@ import (
 //     an AM round trip.
 //   - two-line ping-pong: rank 0 stores a value in line A, rank 1 waits
 //     for it and stores it in line B, rank 0 waits for B: what an AM round
-//     trip moves at least (the request and its reply are written by
-//     different ranks into different lines, so neither line bounces back
-//     to the core that wrote it last: each direction is a line written
-//     here and read there).
+//     trip through two queues moves (the request and its reply are written
+//     by different ranks into different lines: each direction is a line
+//     written here and read there).
+//   - one-line two-word ping-pong: the pattern of an AM round trip through
+//     a duo line (internal/conduit/smp/duo.go): one line, rank 0 clears
+//     the word at +32 and stores its value at +0, rank 1 clears +0 and
+//     stores the value at +32; the line moves as in the one-word
+//     ping-pong.
 //   - process switch round trip: ranks 0 and 1 pin themselves to CPU 0 for
 //     a moment and hand a word back and forth, each calling sched_yield(2)
 //     while it waits, so that every hand-off is a switch from one process
@@ -53,9 +57,10 @@ const (
 	floorEcho   = 192 // the copy echo's words, one line per size
 	floorTwoA   = floorEcho + 64*len(echoSizes)
 	floorTwoB   = floorTwoA + 64
-	floorYield  = floorTwoB + 64  // the process switch round trip's word
-	floorPinned = floorYield + 64 // rank 1's pinning: 1 done, 2 refused
-	floorBytes  = floorPinned + 64
+	floorYield  = floorTwoB + 64   // the process switch round trip's word
+	floorPinned = floorYield + 64  // rank 1's pinning: 1 done, 2 refused
+	floorLine   = floorPinned + 64 // the one-line ping-pong's line: words at +0 and +32
+	floorBytes  = floorLine + 64
 	floorStop   = ^uint64(0) // ping or echo word: rank 1 stops answering
 	floorIters  = 200000
 	// The copy echo's buffers A and B, each echoSizes' largest, from
@@ -73,6 +78,7 @@ var echoSizes = [...]int{4 << 10, floorEchoMax}
 type floorStats struct {
 	ping, flag latStats
 	two        latStats // two-line ping-pong
+	line       latStats // one-line ping-pong (the duo line's pattern)
 	yield      latStats // process switch round trip on one CPU
 	pinned     bool     // both ranks ran the switch round trip on CPU 0
 	echo       [len(echoSizes)]latStats
@@ -153,6 +159,9 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 	if err != nil {
 		return nil, err
 	}
+	if fs.line, err = oneLine(iters, cfg.batches, mem, me); err != nil {
+		return nil, err
+	}
 	if fs.two, err = twoLines(iters, cfg.batches, mem, me); err != nil {
 		return nil, err
 	}
@@ -229,6 +238,50 @@ func twoLines(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 		return nil
 	})
 	a.Store(floorStop)
+	return st, err
+}
+
+// oneLine measures the one-line ping-pong (rank 0 times it, rank 1
+// answers), the pattern of an AM round trip through a duo line
+// (internal/conduit/smp/duo.go): rank 0 clears the answer word (+32) and
+// stores its value in the ask word (+0) of one line; rank 1 waits for it,
+// clears the ask word and stores the value in the answer word; rank 0
+// waits for that. Each store is a release store, as the conduit's.
+func oneLine(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
+	ask, ans := shm.Uint64At(mem, floorLine), shm.Uint64At(mem, floorLine+32)
+	if me == 1 {
+		for spins := 0; ; spins++ {
+			v := ask.Load()
+			if v == floorStop {
+				return latStats{}, nil
+			}
+			if v != 0 {
+				shm.StoreRelease64(ask, 0)
+				shm.StoreRelease64(ans, v)
+				spins = 0
+			}
+			if spins > 1<<16 {
+				runtime.Gosched()
+				spins = 0
+			}
+		}
+	}
+	v := uint64(0)
+	st, err := timeBatches(iters, batches, func(n int) error {
+		for range n {
+			v++
+			shm.StoreRelease64(ans, 0)
+			shm.StoreRelease64(ask, v)
+			for spins := 0; ans.Load() != v; spins++ {
+				if spins > 1<<16 {
+					runtime.Gosched()
+					spins = 0
+				}
+			}
+		}
+		return nil
+	})
+	ask.Store(floorStop)
 	return st, err
 }
 
@@ -377,6 +430,7 @@ func (fs *floorStats) rows(res *results) {
 	fmt.Fprintf(&res.table, "floors in the same run (ranks 0 and 1, shared memory, plain atomics, no gexgo call in the loop):\n")
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-line ping-pong round trip", "8 B", "", durName(fs.two.avg), durName(fs.two.median), durName(fs.two.min))
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  one-line two-word ping-pong round trip", "8 B", "", durName(fs.line.avg), durName(fs.line.median), durName(fs.line.min))
 	name := "  process switch round trip (one CPU)"
 	if !fs.pinned {
 		name = "  yield round trip (could not pin to CPU 0)"
@@ -388,6 +442,7 @@ func (fs *floorStats) rows(res *results) {
 	}
 	res.latRows("floor-pingpong", "shm", 8, fs.ping)
 	res.latRows("floor-twoline", "shm", 8, fs.two)
+	res.latRows("floor-oneline", "shm", 8, fs.line)
 	res.latRows("floor-flagbarrier", "shm", 0, fs.flag)
 	if fs.pinned {
 		res.latRows("floor-switch", "shm", 0, fs.yield)

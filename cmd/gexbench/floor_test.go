@@ -40,6 +40,7 @@ func TestFloors(t *testing.T) {
 				}
 				n := wantRows(t, rows, []string{"floor-pingpong"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-twoline"}, "shm", []int{8}, lat)
+				n += wantRows(t, rows, []string{"floor-oneline"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-flagbarrier"}, "shm", []int{0}, lat)
 				n += wantRows(t, rows, []string{"floor-copyecho"}, "shm", []int{4096, 65536}, lat)
 				if canPinCPU0() { // the ranks can too: the switch round trip ran on one CPU
@@ -51,7 +52,7 @@ func TestFloors(t *testing.T) {
 				if bench == "floor" && len(rows) != n {
 					t.Errorf("floor printed %d rows, want only the %d floor rows:\n%s", len(rows), n, out)
 				}
-				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-switch,shm,0,"} {
+				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-oneline,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-switch,shm,0,"} {
 					if rows[b+"min"] > rows[b+"median"] {
 						t.Errorf("%s: min %v > median %v", b, rows[b+"min"], rows[b+"median"])
 					}
@@ -63,7 +64,7 @@ func TestFloors(t *testing.T) {
 			if spmdtest.InRank() {
 				return
 			}
-			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "round trip (", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
+			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "one-line two-word ping-pong round trip", "round trip (", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
 			if p.name == "smp-am" {
 				want = []string{"floor: rank 1's segment is not mapped"}
 			}
