@@ -14,6 +14,8 @@
 //	         (with its mailbox line, shm.MsgRing.ReserveMail: one-slot AMs
 //	         go there first when it is empty)
 //	...      reply ring: inbound AM replies
+//	...      duo lines, one per job rank p: this rank's small requests to p
+//	         and p's replies to them, one line for a round trip (duo.go)
 //	...      pools, two per job rank p (requests to p, replies to p): payload
 //	         buffers this rank fills for p and p frees after the handler ran
 //
