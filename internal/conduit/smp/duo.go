@@ -61,8 +61,8 @@ import (
 const (
 	duoShortArgs   = shm.DuoData / 4 // 6
 	duoMediumArgs  = 2
-	duoMediumBytes = shm.DuoHalf - 16 // 16
-	duoPayloadOff  = 16               // in the half
+	duoMediumBytes = shm.DuoHalf - 16      // 16
+	duoPayloadOff  = 16                    // in the half
 	duoLongArgs    = (shm.DuoData - 8) / 4 // 4
 	duoLongArgsOff = 16                    // in the half, after the destination
 
