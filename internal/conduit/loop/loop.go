@@ -24,6 +24,8 @@ type Config struct {
 	// SupernodeMaxSize and MaxSegSize as in smp.Config.
 	SupernodeMaxSize int
 	MaxSegSize       string
+	// NoDuo as in smp.Config.
+	NoDuo bool
 }
 
 // Job is an in-process job of Size ranks.
@@ -72,7 +74,7 @@ func (j *Job) Conduit(rank int) (*smp.Conduit, error) {
 	if rank < 0 || rank >= j.cfg.Size {
 		return nil, fmt.Errorf("loop: rank %d out of range [0, %d)", rank, j.cfg.Size)
 	}
-	return smp.New(&rankBoot{j: j, rank: rank}, smp.Config{Allocator: j.heap, SupernodeMaxSize: j.cfg.SupernodeMaxSize, MaxSegSize: j.cfg.MaxSegSize, Done: j.exited})
+	return smp.New(&rankBoot{j: j, rank: rank}, smp.Config{Allocator: j.heap, SupernodeMaxSize: j.cfg.SupernodeMaxSize, MaxSegSize: j.cfg.MaxSegSize, NoDuo: j.cfg.NoDuo, Done: j.exited})
 }
 
 // Exited reports whether a rank called Exit or Abort, and with what code.

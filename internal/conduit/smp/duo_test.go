@@ -16,9 +16,12 @@ import (
 )
 
 // newJob starts an in-process job of n ranks and returns their conduits.
-func newJob(t *testing.T, n int) []*smp.Conduit {
+func newJob(t testing.TB, n int) []*smp.Conduit { return newJobCfg(t, loop.Config{Size: n}) }
+
+func newJobCfg(t testing.TB, cfg loop.Config) []*smp.Conduit {
 	t.Helper()
-	j, err := loop.NewJob(loop.Config{Size: n})
+	n := cfg.Size
+	j, err := loop.NewJob(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,5 +536,48 @@ func TestDuoLong(t *testing.T) {
 	}
 	if ask, _ := smp.DuoWords(c0, 1); ask != 0 {
 		t.Fatal("the dropped Long's half was not cleared")
+	}
+}
+
+// BenchmarkRoundTripOneThread measures the software of an AM round trip
+// between two ranks of an in-process job driven by one goroutine (send the
+// request, poll rank 1, whose handler replies, poll rank 0): no line moves
+// between cores, so it is the path's instructions alone, through the duo
+// line and through the rings.
+func BenchmarkRoundTripOneThread(b *testing.B) {
+	for _, noDuo := range []bool{false, true} {
+		name := "duo"
+		if noDuo {
+			name = "rings"
+		}
+		for _, size := range []int{0, 8} {
+			b.Run(fmt.Sprintf("%s/medium=%d", name, size), func(b *testing.B) {
+				cs := newJobCfg(b, loop.Config{Size: 2, NoDuo: noDuo})
+				c0, c1 := cs[0], cs[1]
+				payload := make([]byte, size)
+				replies := 0
+				c1.SetDelivery(func(in *conduit.Incoming) {
+					if in.Cat == conduit.Medium {
+						c1.SendMedium(in.Src, false, 2, 0, 0, nil, in.Payload, 0)
+					} else {
+						c1.SendShort(in.Src, false, 2, 0, 0, nil, 0)
+					}
+				})
+				c0.SetDelivery(func(*conduit.Incoming) { replies++ })
+				b.ReportAllocs()
+				for b.Loop() {
+					if size == 0 {
+						c0.SendShort(1, true, 1, 0, 0, nil, 0)
+					} else {
+						c0.SendMedium(1, true, 1, 0, 0, nil, payload, 0)
+					}
+					c1.Poll(false)
+					c0.Poll(false)
+				}
+				if replies != b.N {
+					b.Fatalf("%d replies for %d requests", replies, b.N)
+				}
+			})
+		}
 	}
 }

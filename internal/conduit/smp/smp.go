@@ -1058,7 +1058,11 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	var m slotMeta
 	n := 0
 	if len(c.duoPeers) != 0 {
-		n = c.drainDuos(qi) // duo.go
+		n = c.drainDuos(qi)      // duo.go
+		if n != 0 && q.Empty() { // the usual end: nothing in the ring either
+			addOutside(&c.outside[qi], n)
+			return n
+		}
 	}
 	// The mailbox's message first (shm.MsgRing.ReserveMail), then the
 	// ring's: mail says which one data is, for release.
@@ -1124,7 +1128,7 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	}
 	q.Publish()
 	if outside != 0 {
-		shm.StoreRelease64(&c.outside[qi], c.outside[qi].Load()+uint64(outside))
+		addOutside(&c.outside[qi], outside)
 	}
 	return n
 }

@@ -2,7 +2,11 @@
 
 package smp
 
-import "github.com/gexgo/gexgo/internal/gctx"
+import (
+	"sync/atomic"
+
+	"github.com/gexgo/gexgo/internal/gctx"
+)
 
 // ringWaiting reports whether inbound ring qi may hold an AM. Under the race
 // detector it asks as the consumer (a lock-free look at the ring reads slot
@@ -17,3 +21,7 @@ func (c *Conduit) ringWaiting(qi int) bool {
 	c.own[qi].Store(0)
 	return w
 }
+
+// addOutside adds n to a counter of AMs taken outside the rings' slots
+// (see waiting_norace.go): atomically under the race detector.
+func addOutside(w *atomic.Uint64, n int) { w.Add(uint64(n)) }
