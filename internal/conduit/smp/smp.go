@@ -1022,6 +1022,9 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 				continue
 			}
 			in.Payload = buf[:m.NBytes]
+			// The flag line the Put after the handler writes: fetched
+			// while the handler runs (shm.Pool.PrefetchPut).
+			pool.PrefetchPut(m.Buf)
 		}
 		in.Src, in.Placed = m.Src, m.Placed
 		// in.Payload is left as it is after the handler: it points into
