@@ -193,10 +193,11 @@ func TestPoolPut(t *testing.T) {
 	}
 }
 
-// TestPoolPrefetchPut: PrefetchPut is only a hint. It leaves every flag
-// and every buffer byte as they were (a busy buffer stays busy until Put, a
-// free one stays free), and an index outside the pool is ignored.
-func TestPoolPrefetchPut(t *testing.T) {
+// TestPoolPrefetch: PrefetchPut and PrefetchHot are only hints. They leave
+// every flag, every buffer byte and the allocation hint as they were (a
+// busy buffer stays busy until Put, a free one stays free), and an index
+// outside the pool is ignored.
+func TestPoolPrefetch(t *testing.T) {
 	const nbufs, bufSize = 2, 128
 	b := alignedBytes(PoolBytes(nbufs, bufSize))
 	p, err := InitPool(b, nbufs, bufSize)
@@ -215,8 +216,9 @@ func TestPoolPrefetchPut(t *testing.T) {
 	for _, i := range []int{-1, 0, 1, nbufs, 1 << 40} {
 		peer.PrefetchPut(i)
 	}
+	p.PrefetchHot()
 	if string(b) != string(before) {
-		t.Fatal("PrefetchPut on free buffers changed the pool's bytes")
+		t.Fatal("PrefetchPut or PrefetchHot on free buffers changed the pool's bytes")
 	}
 	idx, _, ok := p.TryAlloc()
 	if !ok {
@@ -227,10 +229,15 @@ func TestPoolPrefetchPut(t *testing.T) {
 		t.Fatal("second TryAlloc failed")
 	}
 	busy := append([]byte(nil), b...)
+	hint := p.next.Load()
 	peer.PrefetchPut(idx)
 	peer.PrefetchPut(other)
+	p.PrefetchHot()
 	if string(b) != string(busy) {
-		t.Fatal("PrefetchPut on busy buffers changed the pool's bytes")
+		t.Fatal("PrefetchPut or PrefetchHot on busy buffers changed the pool's bytes")
+	}
+	if p.next.Load() != hint {
+		t.Fatalf("PrefetchHot moved the hint: %d, was %d", p.next.Load(), hint)
 	}
 	if _, _, ok := p.TryAlloc(); ok {
 		t.Fatal("a buffer became free by PrefetchPut alone")
