@@ -192,3 +192,58 @@ func TestPoolPut(t *testing.T) {
 		t.Fatalf("Free after Put: %v, want ErrNotBusy", err)
 	}
 }
+
+// TestPoolPrefetch: PrefetchPut and PrefetchHot are only hints. They leave
+// every flag, every buffer byte and the allocation hint as they were (a
+// busy buffer stays busy until Put, a free one stays free), and an index
+// outside the pool is ignored.
+func TestPoolPrefetch(t *testing.T) {
+	const nbufs, bufSize = 2, 128
+	b := alignedBytes(PoolBytes(nbufs, bufSize))
+	p, err := InitPool(b, nbufs, bufSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := AttachPool(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b[poolOffFlags+nbufs*poolFlagStride:] {
+		b[poolOffFlags+nbufs*poolFlagStride+i] = byte(i)
+	}
+	before := append([]byte(nil), b...)
+	// Both free: prefetching changes nothing.
+	for _, i := range []int{-1, 0, 1, nbufs, 1 << 40} {
+		peer.PrefetchPut(i)
+	}
+	p.PrefetchHot()
+	if string(b) != string(before) {
+		t.Fatal("PrefetchPut or PrefetchHot on free buffers changed the pool's bytes")
+	}
+	idx, _, ok := p.TryAlloc()
+	if !ok {
+		t.Fatal("TryAlloc failed")
+	}
+	other, _, ok := p.TryAlloc()
+	if !ok {
+		t.Fatal("second TryAlloc failed")
+	}
+	busy := append([]byte(nil), b...)
+	hint := p.next.Load()
+	peer.PrefetchPut(idx)
+	peer.PrefetchPut(other)
+	p.PrefetchHot()
+	if string(b) != string(busy) {
+		t.Fatal("PrefetchPut or PrefetchHot on busy buffers changed the pool's bytes")
+	}
+	if p.next.Load() != hint {
+		t.Fatalf("PrefetchHot moved the hint: %d, was %d", p.next.Load(), hint)
+	}
+	if _, _, ok := p.TryAlloc(); ok {
+		t.Fatal("a buffer became free by PrefetchPut alone")
+	}
+	peer.Put(idx)
+	if got, _, ok := p.TryAllocHot(); !ok || got != idx {
+		t.Fatalf("after Put: TryAllocHot = %d %v, want %d", got, ok, idx)
+	}
+}

@@ -1102,7 +1102,8 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 				continue
 			}
 		default:
-			pool = c.peers[m.Src].in[qi]
+			pr := &c.peers[m.Src]
+			pool = pr.in[qi]
 			buf, err := pool.Buf(m.Buf)
 			if err != nil || m.NBytes > len(buf) {
 				c.complain("dropped an AM from rank %d: bad payload buffer %d (%v)", m.Src, m.Buf, err)
@@ -1110,6 +1111,14 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 				continue
 			}
 			in.Payload = buf[:m.NBytes]
+			// Two flag lines, fetched while the handler runs: the one the
+			// Put after it writes, and the one our next pooled send to
+			// this peer in the other class (the reply to a request, the
+			// next request after a reply) claims first (shm.Pool's
+			// PrefetchPut and PrefetchHot; docs/am.md, "Medium copies,
+			// fourth pass").
+			pool.PrefetchPut(m.Buf)
+			pr.out[qi^1].PrefetchHot()
 		}
 		in.Src, in.Placed = m.Src, m.Placed
 		// in.Payload is left as it is after the handler: it points into
