@@ -1,9 +1,13 @@
 package tcp
 
 import (
+	"bytes"
+	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -140,6 +144,111 @@ func TestNotSentLowat(t *testing.T) {
 		t.Setenv(EnvNotSentLowat, bad)
 		if _, err := ConfigFromEnv("job"); err == nil || !strings.Contains(err.Error(), EnvNotSentLowat) {
 			t.Errorf("%s=%q: error %v, want one naming the variable", EnvNotSentLowat, bad, err)
+		}
+	}
+}
+
+// otherCongestion returns a congestion control the kernel offers that is not
+// the system's default (what a plain socket gets), or skips.
+func otherCongestion(t *testing.T) string {
+	t.Helper()
+	a, _ := nettest.TCPPair(t)
+	fd, err := takeFD(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system, err := congestion(fd)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cc := range []string{"reno", "cubic"} {
+		if cc != system && available(t, cc) {
+			return cc
+		}
+	}
+	t.Skipf("no congestion control other than the system's %q is available", system)
+	return ""
+}
+
+// TestCongestionBeforeConnect: the congestion control is set on every
+// socket before it connects or listens - the listener's (accepted
+// connections inherit it) and the dialer's - not only once the connection
+// is up: a connection set up under BBR keeps BBR's pacing after switching
+// to CUBIC (presetCongestion). Checked on the sockets as Start makes them
+// (each seen before connect or listen, through presetHook) and on
+// listenCC's and dialCC's connections without tuneSocket.
+func TestCongestionBeforeConnect(t *testing.T) {
+	cc := otherCongestion(t)
+	var mu sync.Mutex
+	var seen []string
+	presetHook = func(fd int) {
+		got, err := congestion(fd)
+		if err != nil {
+			got = err.Error()
+		}
+		mu.Lock()
+		seen = append(seen, got)
+		mu.Unlock()
+	}
+	defer func() { presetHook = nil }()
+
+	cfg := Config{Secret: bytes.Repeat([]byte{5}, 32), JobID: "testjob", Addr: "127.0.0.1", Timeout: 5 * time.Second, MaxPayload: 1 << 16, Congestion: cc}
+	j := newFakeJob(2)
+	trs := []*Transport{New(cfg), New(cfg)}
+	errs := make(chan error, 2)
+	for r, tr := range trs {
+		go func() {
+			errs <- tr.Start(&fakeBoot{rank: r, size: 2, j: j}, []bool{r != 0, r != 1}, func() {}, nil)
+		}()
+	}
+	for range trs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tr := range trs {
+		tr.Close()
+	}
+	mu.Lock()
+	// Two listeners and one dialing socket (rank 0 dials rank 1).
+	if len(seen) < 3 {
+		t.Errorf("the congestion control was set before connect or listen on %d sockets, want 3 (2 listeners, 1 dialer)", len(seen))
+	}
+	for _, got := range seen {
+		if got != cc {
+			t.Errorf("a socket had %q before it connected or listened, want %q", got, cc)
+		}
+	}
+	mu.Unlock()
+
+	ln, err := listenCC("127.0.0.1:0", false, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	dc, err := dialCC(ln.Addr().String(), time.Now().Add(5*time.Second), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := <-accepted
+	if ac == nil {
+		t.Fatal("accept failed")
+	}
+	for name, c := range map[string]net.Conn{"dialed": dc, "accepted": ac} {
+		fd, err := takeFD(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := congestion(fd)
+		unix.Close(fd)
+		if err != nil || got != cc {
+			t.Errorf("the %s connection uses %q (%v), want %q", name, got, err, cc)
 		}
 	}
 }

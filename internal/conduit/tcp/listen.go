@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gexgo/gexgo/internal/auth"
 )
@@ -17,6 +20,13 @@ import (
 // ("", "0.0.0.0", "::") listens on every interface and is refused unless
 // allowAny, so that a rank is reachable only where the job meant it to be.
 func listen(addr string, allowAny bool) (*net.TCPListener, error) {
+	return listenCC(addr, allowAny, "")
+}
+
+// listenCC is listen with the congestion control cc ("" keeps the system's)
+// set on the listening socket, which the accepted connections inherit from
+// their first segment on (see presetCongestion).
+func listenCC(addr string, allowAny bool, cc string) (*net.TCPListener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen address %q: %w", addr, err)
@@ -29,7 +39,8 @@ func listen(addr string, allowAny bool) (*net.TCPListener, error) {
 			return nil, fmt.Errorf("tcp: listen address %q is unspecified (%s): it would listen on all interfaces; name the job's interface address", addr, host)
 		}
 	}
-	l, err := net.Listen("tcp", addr)
+	lc := net.ListenConfig{Control: presetCongestion(cc)}
+	l, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen on %s: %w", addr, err)
 	}
@@ -46,9 +57,15 @@ const (
 // listening, until deadline. The returned connection has TCP_NODELAY set. The
 // error names the address, the number of attempts and the last failure.
 func dial(addr string, deadline time.Time) (*net.TCPConn, error) {
+	return dialCC(addr, deadline, "")
+}
+
+// dialCC is dial with the congestion control cc ("" keeps the system's) set
+// on the socket before it connects (see presetCongestion).
+func dialCC(addr string, deadline time.Time, cc string) (*net.TCPConn, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	var d net.Dialer
+	d := net.Dialer{Control: presetCongestion(cc)}
 	backoff := dialBackoffMin
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -87,7 +104,13 @@ func dial(addr string, deadline time.Time) (*net.TCPConn, error) {
 // dialAuth dials the rank expect at addr (retrying until deadline) and runs
 // the handshake as the dialer.
 func dialAuth(addr string, deadline time.Time, p *auth.Params, expect int) (*net.TCPConn, error) {
-	c, err := dial(addr, deadline)
+	return dialAuthCC(addr, deadline, p, expect, "")
+}
+
+// dialAuthCC is dialAuth with the congestion control cc set before the
+// socket connects (see presetCongestion).
+func dialAuthCC(addr string, deadline time.Time, p *auth.Params, expect int, cc string) (*net.TCPConn, error) {
+	c, err := dialCC(addr, deadline, cc)
 	if err != nil {
 		return nil, err
 	}
@@ -147,3 +170,34 @@ func acceptLoop(l net.Listener, p *auth.Params, handle func(c *net.TCPConn, peer
 		}()
 	}
 }
+
+// presetCongestion returns a net.Dialer / net.ListenConfig Control that sets
+// the congestion control cc on the socket before it connects or listens (nil
+// for cc ""), so that the connection starts under it. Set only after the
+// connection is established (tuneSocket, which still sets and checks it), it
+// comes too late: the connection was initialised under the system's default,
+// and when that is BBR, BBR's initialisation turns on TCP's internal pacing
+// (sk_pacing_status), which switching to CUBIC does not turn off. Such a
+// connection's put-flood writer met writes refused (TCP_NOTSENT_LOWAT) with
+// three full segments unsent, nothing in flight and both windows open, for
+// hundreds of microseconds - 30 to 160 times per job; with the congestion
+// control set first, none (docs/tcp.md, sixth campaign). Failing here is not
+// an error: tuneSocket decides.
+func presetCongestion(cc string) func(network, address string, c syscall.RawConn) error {
+	if cc == "" {
+		return nil
+	}
+	return func(_, _ string, c syscall.RawConn) error {
+		c.Control(func(fd uintptr) {
+			unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+			if presetHook != nil {
+				presetHook(int(fd))
+			}
+		})
+		return nil
+	}
+}
+
+// presetHook, if set (tests), runs in presetCongestion's Control on every
+// socket, before it connects or listens.
+var presetHook func(fd int)
