@@ -6,8 +6,8 @@ import (
 )
 
 // TestDuoAt checks the view's bounds (the line must lie inside the slice and
-// be 64-byte aligned) and its halves: a commit shows in its half's word
-// only, data goes to bytes 8-31 of its half, and a clear empties the word.
+// be 64-byte aligned) and its word: a commit shows in the word, data goes
+// to bytes 8-63, and a clear empties the word.
 func TestDuoAt(t *testing.T) {
 	reg, err := NewHeap().Create("duo", 4*DuoBytes)
 	if err != nil {
@@ -25,19 +25,19 @@ func TestDuoAt(t *testing.T) {
 		}()
 	}
 	d := DuoAt(b, DuoBytes)
-	if d.Word(DuoAsk) != 0 || d.Word(DuoAnswer) != 0 {
-		t.Fatal("a new line's halves are not empty")
+	if d.Word() != 0 {
+		t.Fatal("a new line is not empty")
 	}
-	copy(d.Data(DuoAnswer), "answer")
-	d.Commit(DuoAnswer, 42)
-	if d.Word(DuoAnswer) != 42 || d.Word(DuoAsk) != 0 || string(b[DuoBytes+DuoHalf+8:DuoBytes+DuoHalf+14]) != "answer" {
-		t.Fatalf("after a commit of the answerer half: words %d/%d, line %q", d.Word(DuoAsk), d.Word(DuoAnswer), b[DuoBytes:2*DuoBytes])
+	copy(d.Line()[8:], "message")
+	d.Commit(42)
+	if d.Word() != 42 || string(b[DuoBytes+8:DuoBytes+15]) != "message" || b[0] != 0 || b[2*DuoBytes] != 0 {
+		t.Fatalf("after a commit: word %d, line %q", d.Word(), b[DuoBytes:2*DuoBytes])
 	}
-	if len(d.Data(DuoAsk)) != DuoData || cap(d.Data(DuoAsk)) != DuoData || len(d.Line()) != DuoBytes {
-		t.Fatal("Data or Line reaches outside its bytes")
+	if len(d.Line()) != DuoBytes || cap(d.Line()) != DuoBytes {
+		t.Fatal("Line reaches outside its bytes")
 	}
-	d.Clear(DuoAnswer)
-	if d.Word(DuoAnswer) != 0 {
+	d.Clear()
+	if d.Word() != 0 {
 		t.Fatal("Clear left the word set")
 	}
 }

@@ -11,72 +11,68 @@ import (
 
 // FuzzDecodeDuo feeds decodeDuo any word and line: it must never panic,
 // and what it accepts must be exactly what encodeDuo writes for the fields
-// it decoded (so a peer cannot make it read past the half or invent a
+// it decoded (so a peer cannot make it read past the line or invent a
 // message no sender encodes).
 func FuzzDecodeDuo(f *testing.F) {
 	line := make([]byte, shm.DuoBytes)
 	f.Add(uint64(conduit.Short)|kindReq|3<<16, true, line)
-	f.Add(uint64(conduit.Medium)|kindInline|2<<16|16<<24, false, line)
+	f.Add(uint64(conduit.Medium)|kindInline|duoLap|2<<16|48<<24, false, line)
 	f.Add(uint64(0xff), true, line)
-	f.Add(uint64(conduit.Long)|kindPlaced|kindReq|4<<16|4000<<24, true, line)
+	f.Add(uint64(conduit.Long)|kindPlaced|kindReq|8<<16|4000<<24, true, line)
 	f.Fuzz(func(t *testing.T, w uint64, isReq bool, l []byte) {
 		if len(l) < shm.DuoBytes {
 			l = append(l, make([]byte, shm.DuoBytes-len(l))...)
 		}
 		l = l[:shm.DuoBytes]
-		off := shm.DuoHalf
-		if isReq {
-			off = 0
-		}
 		var h conduit.Header
-		if err := decodeDuo(l, off, w, isReq, &h); err != nil {
+		if err := decodeDuo(l, w, isReq, &h); err != nil {
 			return
 		}
-		n := duoLen(w, &h)
+		n := duoLen(w)
 		var payload []byte
+		k := byte(h.Cat) | byte(w)&duoLap
 		switch h.Cat {
 		case conduit.Medium:
-			payload = duoPayload(l, off, n)
-		case conduit.Long:
-			payload = make([]byte, n) // placed: only its length is encoded
-		}
-		if h.IsReq != isReq || !duoFits(h.Cat, int(h.NArgs), n) || h.Cat == conduit.Long && h.EP != 0 {
-			t.Fatalf("accepted %#x as %+v, which does not fit a duo half", w, h)
-		}
-		k := byte(h.Cat)
-		switch h.Cat {
-		case conduit.Medium:
+			o := duoPayloadOff(int(h.NArgs))
+			payload = l[o : o+n]
 			k |= kindInline
 		case conduit.Long:
+			payload = make([]byte, n) // placed: only its length is encoded
 			k |= kindPlaced
+		}
+		if h.IsReq != isReq || !duoFits(h.Cat, int(h.NArgs), n) || h.Cat == conduit.Long && h.EP != 0 {
+			t.Fatalf("accepted %#x as %+v, which does not fit a duo line", w, h)
 		}
 		if isReq {
 			k |= kindReq
 		}
 		again := make([]byte, shm.DuoBytes)
-		w2 := encodeDuo(again, off, k, h.Handler, h.EP, h.SrcEP, h.Args[:h.NArgs], payload, h.Dest)
-		if w2 != w {
+		if w2 := encodeDuo(again, k, h.Handler, h.EP, h.SrcEP, h.Args[:h.NArgs], payload, h.Dest); w2 != w {
 			t.Fatalf("accepted word %#x, which re-encodes as %#x", w, w2)
 		}
-		end := off + 8 + 4*int(h.NArgs)
+		end := 8 + 4*int(h.NArgs)
 		if h.Cat == conduit.Long {
-			end = off + duoLongArgsOff + 4*int(h.NArgs)
+			end = duoLongArgsOff + 4*int(h.NArgs)
 		}
-		if !bytes.Equal(again[off+8:end], l[off+8:end]) {
+		if !bytes.Equal(again[8:end], l[8:end]) {
 			t.Fatalf("args (and destination) of %#x decoded as %v, %#x", w, h.Args[:h.NArgs], h.Dest)
 		}
 	})
 }
 
-// TestDuoLayout pins the duo half encoding: six Short args fill a half's
-// data, a Medium payload starts 16-byte aligned in the line and ends at its
-// half's end, and the lines lie between the rings and the pools.
+// TestDuoLayout pins the duo line encoding: eight args fit after the word,
+// a Medium's payload starts 16-byte aligned after its args and ends within
+// the line, a placed Long's args follow its destination, its length fits
+// 24 bits, the lap bit is no kind bit, and the lines lie between the rings
+// and the pools.
 func TestDuoLayout(t *testing.T) {
-	if 8+4*duoShortArgs != shm.DuoHalf {
-		t.Fatalf("%d Short args end at %d, not at the half's end %d", duoShortArgs, 8+4*duoShortArgs, shm.DuoHalf)
+	if 8+4*duoArgs > shm.DuoBytes || duoLongArgsOff+4*duoArgs > shm.DuoBytes || MaxLongMapped >= 1<<24 || duoLap&kindKnown != 0 {
+		t.Fatalf("%d args from 8 (a Long's from %d), lengths up to %d in 24 bits, lap bit %#x against kind bits %#x", duoArgs, duoLongArgsOff, MaxLongMapped, duoLap, kindKnown)
 	}
-	if duoPayloadOff%16 != 0 || 8+4*duoMediumArgs > duoPayloadOff || duoPayloadOff+duoMediumBytes != shm.DuoHalf || shm.DuoHalf%16 != 0 {
-		t.Fatalf("Medium payload at %d (+%d) with %d args in a %d-byte half", duoPayloadOff, duoMediumBytes, duoMediumArgs, shm.DuoHalf)
+	for nargs := 0; nargs <= duoArgs; nargs++ {
+		if o := duoPayloadOff(nargs); o%16 != 0 || o < 8+4*nargs || !duoFits(conduit.Medium, nargs, shm.DuoBytes-o) || duoFits(conduit.Medium, nargs, shm.DuoBytes-o+1) {
+			t.Fatalf("a Medium of %d args has its payload at %d", nargs, o)
+		}
 	}
 	for _, size := range []int{1, 2, 8, 64} {
 		rings, pools, _ := regionBytes(size)
@@ -86,17 +82,14 @@ func TestDuoLayout(t *testing.T) {
 		}
 	}
 	l := make([]byte, shm.DuoBytes)
-	w := encodeDuo(l, shm.DuoHalf, byte(conduit.Medium)|kindInline, 7, 0x1234, 0x5678, []int32{-1}, []byte{9, 8}, 0)
+	w := encodeDuo(l, byte(conduit.Medium)|kindInline, 7, 0x1234, 0x5678, []int32{-1}, []byte{9, 8}, 0)
 	if w != uint64(conduit.Medium)|kindInline|7<<8|1<<16|2<<24|0x1234<<32|0x5678<<48 ||
-		binary.LittleEndian.Uint32(l[shm.DuoHalf+8:]) != 0xffffffff || l[shm.DuoHalf+duoPayloadOff] != 9 || l[shm.DuoHalf+duoPayloadOff+1] != 8 {
+		binary.LittleEndian.Uint32(l[8:]) != 0xffffffff || l[16] != 9 || l[17] != 8 {
 		t.Fatalf("encodeDuo wrote word %#x and line %x", w, l)
 	}
-	if 8+8+4*duoLongArgs != shm.DuoHalf || duoLongArgsOff != 16 || MaxLongMapped >= 1<<24 {
-		t.Fatalf("a placed Long's %d args after its destination end at %d, its length (up to %d) in 24 bits", duoLongArgs, 16+4*duoLongArgs, MaxLongMapped)
-	}
-	w = encodeDuo(l, 0, byte(conduit.Long)|kindPlaced|kindReq, 3, 0, 0x5678, []int32{1, 2, 3, 4}, make([]byte, MaxLongMapped), 0xdeadbeef00)
+	w = encodeDuo(l, byte(conduit.Long)|kindPlaced|kindReq, 3, 0, 0x5678, []int32{1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, MaxLongMapped), 0xdeadbeef00)
 	var h conduit.Header
-	if err := decodeDuo(l, 0, w, true, &h); err != nil || h.Dest != 0xdeadbeef00 || duoLen(w, &h) != MaxLongMapped || h.Args[3] != 4 || h.Cat != conduit.Long {
-		t.Fatalf("placed Long of %d bytes decoded as %+v (length %d): %v", MaxLongMapped, h, duoLen(w, &h), err)
+	if err := decodeDuo(l, w, true, &h); err != nil || h.Dest != 0xdeadbeef00 || duoLen(w) != MaxLongMapped || h.Args[7] != 8 || h.Cat != conduit.Long {
+		t.Fatalf("placed Long of %d bytes decoded as %+v (length %d): %v", MaxLongMapped, h, duoLen(w), err)
 	}
 }

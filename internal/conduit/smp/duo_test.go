@@ -62,11 +62,11 @@ func record(into *[]got) conduit.Delivery {
 	}
 }
 
-// TestDuoRoundTrip follows one request and its reply through the duo line
-// of ranks 0 and 1, half by half: the request lands in the asker half (not
-// a ring), the reply in the answerer half with the request's half cleared
-// in the same burst, the delivered reply is not delivered again, and the
-// next request clears it.
+// TestDuoRoundTrip follows requests and their replies through the duo line
+// of ranks 0 and 1: the request lands in the line (not a ring), the reply
+// is written over it, the delivered reply is not delivered again, and the
+// next request is written over that; what does not fit, or finds the line
+// taken, takes the rings.
 func TestDuoRoundTrip(t *testing.T) {
 	cs := newJob(t, 2)
 	c0, c1 := cs[0], cs[1]
@@ -79,20 +79,26 @@ func TestDuoRoundTrip(t *testing.T) {
 	reply := func(in *conduit.Incoming) { // the request handler: record, reply with args+1
 		reqs = append(reqs, got{in.Src, in.Header, bytes.Clone(in.Payload)})
 		if in.Cat == conduit.Medium {
-			if err := c1.SendMedium(in.Src, false, 9, 0, 0, []int32{in.Args[0] + 1}, in.Payload, 0); err != nil {
+			rp := in.Payload
+			if in.Args[0] == 40 {
+				rp = other
+			}
+			if err := c1.SendMedium(in.Src, false, 9, 0, 0, []int32{in.Args[0] + 1}, rp, 0); err != nil {
 				t.Errorf("reply: %v", err)
 			}
 			if in.Args[0] == 40 {
-				// The reply freed the asker half: a new request may take it
-				// while this handler runs, and must not change its payload.
+				// The reply was written over the request in the line; the
+				// handler's payload must not have changed. A request sent
+				// now finds the line holding an undelivered reply: it takes
+				// the rings.
+				if !bytes.Equal(in.Payload, pay) {
+					t.Errorf("the handler's payload changed to %q when its reply was written over the request", in.Payload)
+				}
 				if err := c0.SendMedium(1, true, 5, 0, 0, []int32{50}, other, 0); err != nil {
 					t.Errorf("request from the handler: %v", err)
 				}
-				if ask, _ := smp.DuoWords(c0, 1); ask == 0 {
-					t.Error("the request sent during the handler did not take the freed asker half")
-				}
-				if !bytes.Equal(in.Payload, pay) {
-					t.Errorf("the handler's payload changed to %q when the next request took the line", in.Payload)
+				if w := smp.DuoWord(c0, 1); smp.IsRequest(w) {
+					t.Error("a request was written over an undelivered reply")
 				}
 			}
 			return
@@ -106,12 +112,12 @@ func TestDuoRoundTrip(t *testing.T) {
 	c1.SetDelivery(reply)
 	c0.SetDelivery(record(&reps))
 
-	args := []int32{7, -2, 3, 4, 5, 6} // the most a duo half holds
+	args := []int32{7, -2, 3, 4, 5, 6, 7, 8} // the most a duo line holds
 	if err := c0.SendShort(1, true, 5, 1, 2, args, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, ans := smp.DuoWords(c0, 1); ask == 0 || ans != 0 {
-		t.Fatalf("after the request: ask word %#x, answer word %#x; want the request in the asker half only", ask, ans)
+	if w := smp.DuoWord(c0, 1); !smp.IsRequest(w) {
+		t.Fatalf("after the request: line word %#x; want the request", w)
 	}
 	if !smp.RingsEmpty(c1) {
 		t.Fatal("the request went into rank 1's rings, not the duo line")
@@ -132,8 +138,8 @@ func TestDuoRoundTrip(t *testing.T) {
 			t.Fatalf("request arg %d = %d, want %d", i, r.h.Args[i], a)
 		}
 	}
-	if ask, ans := smp.DuoWords(c0, 1); ask != 0 || ans == 0 {
-		t.Fatalf("after the reply: ask word %#x, answer word %#x; want the asker half cleared and the reply in the answerer half", ask, ans)
+	if w := smp.DuoWord(c0, 1); w == 0 || smp.IsRequest(w) {
+		t.Fatalf("after the reply: line word %#x; want the reply written over the request", w)
 	}
 	if !smp.RingsEmpty(c0) {
 		t.Fatal("the reply went into rank 0's rings, not the duo line")
@@ -144,55 +150,56 @@ func TestDuoRoundTrip(t *testing.T) {
 	if n := c0.Poll(false); n != 0 || len(reps) != 1 {
 		t.Fatalf("a second poll delivered %d more AMs: the reply was delivered twice", n)
 	}
-	if _, ans := smp.DuoWords(c0, 1); ans == 0 {
-		t.Fatal("the delivered reply's half was cleared by its consumer; its clear belongs to the next request's burst")
+	if w := smp.DuoWord(c0, 1); w == 0 || smp.IsRequest(w) {
+		t.Fatal("the delivered reply was cleared by its consumer; the next request is written over it")
 	}
 
-	// A Medium of 16 bytes fits; the next request clears the reply's half.
+	// A Medium of 16 bytes with an arg fits; it is written over the
+	// delivered reply.
 	if err := c0.SendMedium(1, true, 5, 0, 0, []int32{40}, pay, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, ans := smp.DuoWords(c0, 1); ask == 0 || ans != 0 {
-		t.Fatalf("after the second request: ask word %#x, answer word %#x; want the request in, the old reply cleared", ask, ans)
+	if w := smp.DuoWord(c0, 1); !smp.IsRequest(w) {
+		t.Fatalf("after the second request: line word %#x; want the request", w)
 	}
-	c1.Poll(false) // request 40, whose handler also sends request 50
+	c1.Poll(false) // request 40, whose handler also sends request 50 (rings)
 	c0.Poll(false)
 	c1.Poll(false) // request 50
 	c0.Poll(false)
 	if len(reqs) != 3 || !bytes.Equal(reqs[1].payload, pay) || reqs[1].h.Cat != conduit.Medium || !bytes.Equal(reqs[2].payload, other) {
 		t.Fatalf("Medium requests delivered as %+v", reqs[1:])
 	}
-	if len(reps) != 3 || !bytes.Equal(reps[1].payload, pay) || reps[1].h.Args[0] != 41 || !bytes.Equal(reps[2].payload, other) || reps[2].h.Args[0] != 51 {
+	if len(reps) != 3 || !bytes.Equal(reps[1].payload, other) || reps[1].h.Args[0] != 41 || !bytes.Equal(reps[2].payload, other) || reps[2].h.Args[0] != 51 {
 		t.Fatalf("Medium replies delivered as %+v", reps[1:])
 	}
 
-	// A request without a reply: the asker half is cleared after the handler.
+	// A request without a reply: the line is emptied after the handler.
 	if err := c0.SendShort(1, true, 6, 0, 0, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	c1.Poll(false)
-	if ask, _ := smp.DuoWords(c0, 1); ask != 0 || len(reqs) != 4 {
-		t.Fatalf("after a request without reply: ask word %#x, %d requests delivered", ask, len(reqs))
+	if w := smp.DuoWord(c0, 1); w != 0 || len(reqs) != 4 {
+		t.Fatalf("after a request without reply: line word %#x, %d requests delivered", w, len(reqs))
 	}
 
-	// What does not fit takes the rings: 7 args, a 17-byte Medium, and the
-	// reply to a request the rings brought.
-	if err := c0.SendShort(1, true, 5, 0, 0, []int32{1, 2, 3, 4, 5, 6, 7}, 0); err != nil {
+	// What does not fit takes the rings: 9 args, a Medium of 49 bytes with
+	// an arg, and the reply to a request the rings brought.
+	if err := c0.SendShort(1, true, 5, 0, 0, []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, _ := smp.DuoWords(c0, 1); ask != 0 || smp.RingsEmpty(c1) {
-		t.Fatal("a Short of 7 args went into the duo line")
+	if w := smp.DuoWord(c0, 1); w != 0 || smp.RingsEmpty(c1) {
+		t.Fatal("a Short of 9 args went into the duo line")
 	}
 	c1.Poll(false)
-	if _, ans := smp.DuoWords(c0, 1); smp.RingsEmpty(c0) {
-		t.Fatalf("the reply to a ring request did not take the rings (answer word %#x)", ans)
+	if w := smp.DuoWord(c0, 1); w != 0 || smp.RingsEmpty(c0) {
+		t.Fatalf("the reply to a ring request did not take the rings (line word %#x)", w)
 	}
 	c0.Poll(false)
-	if err := c0.SendMedium(1, true, 5, 0, 0, []int32{1}, make([]byte, 17), 0); err != nil {
+	if err := c0.SendMedium(1, true, 5, 0, 0, []int32{1}, make([]byte, 49), 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, _ := smp.DuoWords(c0, 1); ask != 0 {
-		t.Fatal("a 17-byte Medium went into the duo line")
+	if w := smp.DuoWord(c0, 1); w != 0 {
+		t.Fatal("a 49-byte Medium with an arg went into the duo line")
 	}
 	c1.Poll(false)
 	c0.Poll(false)
@@ -226,9 +233,9 @@ func TestDuoBusyFallsBack(t *testing.T) {
 	}
 }
 
-// TestDuoClaim holds the asker half's claim, as a request sender of the
-// same process between its claim and its commit would: another request
-// must not write the half, and takes the ring.
+// TestDuoClaim holds the line's claim, as a request sender of the same
+// process between its claim and its commit would: another request must
+// not write the line, and takes the ring.
 func TestDuoClaim(t *testing.T) {
 	cs := newJob(t, 2)
 	var reqs []got
@@ -237,47 +244,52 @@ func TestDuoClaim(t *testing.T) {
 	if err := cs[0].SendShort(1, true, 1, 0, 0, []int32{1}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, _ := smp.DuoWords(cs[0], 1); ask != 0 || smp.RingsEmpty(cs[1]) {
-		t.Fatalf("a request wrote the asker half while another sender held it (ask word %#x)", ask)
+	if w := smp.DuoWord(cs[0], 1); w != 0 || smp.RingsEmpty(cs[1]) {
+		t.Fatalf("a request wrote the line while another sender held it (word %#x)", w)
 	}
 	release()
 	if err := cs[0].SendShort(1, true, 1, 0, 0, []int32{2}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, _ := smp.DuoWords(cs[0], 1); ask == 0 {
-		t.Fatal("after the claim was released, a request did not take the asker half")
+	if w := smp.DuoWord(cs[0], 1); !smp.IsRequest(w) {
+		t.Fatal("after the claim was released, a request did not take the line")
 	}
 	if cs[1].Poll(false); len(reqs) != 2 {
 		t.Fatalf("%d requests delivered, want 2", len(reqs))
 	}
 }
 
-// TestDuoMalformed has rank 0 write words into its asker half that no
-// sender encodes: rank 1 drops each with a complaint, delivers nothing,
-// clears the half, and the line works again afterwards.
+// TestDuoMalformed has rank 0 write request words into its duo line that
+// no sender encodes: rank 1 drops each with a complaint, delivers nothing,
+// empties the line, and the line works again afterwards. A word that is
+// not a request is not rank 1's to take.
 func TestDuoMalformed(t *testing.T) {
 	cs := newJob(t, 2)
 	var reqs []got
 	cs[1].SetDelivery(record(&reqs))
 	junk := bytes.Repeat([]byte{0xff}, 24)
 	for _, w := range []uint64{
-		0xff,                                           // unknown kind bits
-		uint64(conduit.Long) | 4,                       // a Long
-		uint64(conduit.Short),                          // a reply in the asker half
-		uint64(conduit.Short) | 4 | 7<<16,              // 7 args
-		uint64(conduit.Short) | 4 | 1<<24,              // a Short with payload
-		uint64(conduit.Medium) | 4 | 8 | 17<<24,        // 17 payload bytes
-		uint64(conduit.Medium) | 4 | 8 | 3<<16 | 1<<24, // a Medium with 3 args
-		uint64(conduit.Medium) | 4 | 255<<24,           // not inline
+		0xff,                                    // unknown kind bits
+		uint64(conduit.Long) | 4,                // a Long
+		uint64(conduit.Short) | 4 | 1<<24,       // a Short with payload
+		uint64(conduit.Medium) | 4 | 8 | 49<<24, // 49 payload bytes
+		uint64(conduit.Medium) | 4 | 8 | 3<<16 | 33<<24, // 3 args and 33 bytes
+		uint64(conduit.Short) | 4 | 9<<16,               // 9 args
+		uint64(conduit.Medium) | 4 | 255<<24,            // not inline
 	} {
 		smp.WriteDuoAsk(cs[0], 1, w, junk)
 		if n := cs[1].Poll(false); n != 0 || len(reqs) != 0 {
 			t.Fatalf("word %#x: %d AMs delivered", w, n)
 		}
-		if ask, _ := smp.DuoWords(cs[0], 1); ask != 0 {
-			t.Fatalf("word %#x: the half was not cleared", w)
+		if smp.DuoWord(cs[0], 1) != 0 {
+			t.Fatalf("word %#x: the line was not emptied", w)
 		}
 	}
+	smp.WriteDuoAsk(cs[0], 1, uint64(conduit.Short), junk) // a reply's kind
+	if n := cs[1].Poll(false); n != 0 || smp.DuoWord(cs[0], 1) == 0 {
+		t.Fatalf("a reply-kind word in the line was taken by the answerer (%d AMs)", n)
+	}
+	smp.WriteDuoAsk(cs[0], 1, 0, nil)
 	if err := cs[0].SendShort(1, true, 1, 0, 0, []int32{5}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -509,15 +521,15 @@ func TestDuoLong(t *testing.T) {
 	if err := c0.SendLong(1, true, 5, 0, []int32{1, 2, 3, 4}, pay, c0.LongView(1, dest, len(pay)), dest, 0); err != nil {
 		t.Fatal(err)
 	}
-	if ask, _ := smp.DuoWords(c0, 1); ask == 0 || !smp.RingsEmpty(c1) {
-		t.Fatalf("a Long with 4 args did not take the duo line (ask word %#x)", ask)
+	if w := smp.DuoWord(c0, 1); !smp.IsRequest(w) || !smp.RingsEmpty(c1) {
+		t.Fatalf("a Long with 4 args did not take the duo line (word %#x)", w)
 	}
 	c1.Poll(false)
 	if len(reqs) != 1 || reqs[0].h.Cat != conduit.Long || reqs[0].h.Dest != dest || !bytes.Equal(reqs[0].payload, pay) || reqs[0].h.Args[3] != 4 || reqs[0].h.NArgs != 4 {
 		t.Fatalf("Long request delivered as %+v", reqs)
 	}
-	if ask, ans := smp.DuoWords(c0, 1); ask != 0 || ans == 0 || !smp.RingsEmpty(c0) {
-		t.Fatalf("the Long reply did not take the answerer half (words %#x, %#x)", ask, ans)
+	if w := smp.DuoWord(c0, 1); w == 0 || smp.IsRequest(w) || !smp.RingsEmpty(c0) {
+		t.Fatalf("the Long reply did not take the line (word %#x)", w)
 	}
 	c0.Poll(false)
 	if len(reps) != 1 || reps[0].h.Cat != conduit.Long || reps[0].h.Dest != c1.Segment(0).Owner+256 || !bytes.Equal(reps[0].payload, pay) || reps[0].h.Args[0] != 4 {
@@ -527,15 +539,16 @@ func TestDuoLong(t *testing.T) {
 		t.Fatalf("rank 0's segment holds %q where the reply's payload belongs", got)
 	}
 
-	// A Long whose bytes would lie past the receiver's segment.
+	// A Long whose bytes would lie past the receiver's segment (written
+	// over the delivered reply).
 	var line [24]byte
 	binary.LittleEndian.PutUint64(line[:], c0.Segment(1).Owner+1<<16-4)
 	smp.WriteDuoAsk(c0, 1, uint64(conduit.Long)|4|16|8<<24, line[:])
 	if n := c1.Poll(false); n != 0 || len(reqs) != 1 {
 		t.Fatalf("a Long outside the segment was delivered (%d AMs)", n)
 	}
-	if ask, _ := smp.DuoWords(c0, 1); ask != 0 {
-		t.Fatal("the dropped Long's half was not cleared")
+	if smp.DuoWord(c0, 1) != 0 {
+		t.Fatal("the dropped Long's line was not emptied")
 	}
 }
 

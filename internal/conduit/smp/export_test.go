@@ -1,16 +1,14 @@
 package smp
 
-import "github.com/gexgo/gexgo/internal/shm"
-
 // Test access to the duo lines (duo_test.go, an external test package so
 // that it can build in-process jobs with package loop).
 
-// DuoWords returns c's duo line with peer p for c's requests: its asker
-// half's word (c's request) and its answerer half's (p's reply).
-func DuoWords(c *Conduit, p int) (ask, answer uint64) {
-	d := &c.peers[p].duoOut
-	return d.Word(shm.DuoAsk), d.Word(shm.DuoAnswer)
-}
+// DuoWord returns the word of c's duo line with peer p for c's requests
+// (and p's replies): 0 empty, else a message, a request if IsRequest.
+func DuoWord(c *Conduit, p int) uint64 { return c.peers[p].duoOut.Word() }
+
+// IsRequest reports whether a duo line word holds a request.
+func IsRequest(w uint64) bool { return w&kindReq != 0 }
 
 // DuoPeers returns the peers c shares duo lines with.
 func DuoPeers(c *Conduit) []int { return c.duoPeers }
@@ -19,15 +17,15 @@ func DuoPeers(c *Conduit) []int { return c.duoPeers }
 // mailboxes) are empty. Only while nobody consumes them.
 func RingsEmpty(c *Conduit) bool { return c.inbound[0].Empty() && c.inbound[1].Empty() }
 
-// WriteDuoAsk stores word w and data into c's asker half towards p, as a
+// WriteDuoAsk stores word w and data into c's duo line towards p, as a
 // peer that ignores the protocol could.
 func WriteDuoAsk(c *Conduit, p int, w uint64, data []byte) {
 	d := &c.peers[p].duoOut
-	copy(d.Line()[8:shm.DuoHalf], data)
-	d.Commit(shm.DuoAsk, w)
+	copy(d.Line()[8:], data)
+	d.Commit(w)
 }
 
-// HoldAskClaim takes c's request senders' claim on its asker half towards
+// HoldAskClaim takes c's request senders' claim on its duo line towards
 // p, as a sender between claim and commit holds it; it returns the release.
 func HoldAskClaim(c *Conduit, p int) (release func()) {
 	pr := &c.peers[p]

@@ -208,13 +208,13 @@ type peer struct {
 	// The duo lines (duo.go), used if duoOK: duoOut carries our requests
 	// to them and their replies (our region's line), duoIn theirs to us and
 	// our replies (their region's line). askClaim is our request senders'
-	// lock on duoOut's asker half; answerSeen is 1 once our reply consumer
-	// delivered duoOut's reply, until our next request clears it.
+	// lock on duoOut; answerDone is the lap+1 of the last reply our reply
+	// consumer delivered from duoOut (0: none yet).
 	duoOK      bool
 	duoOut     shm.Duo
 	duoIn      shm.Duo
 	askClaim   atomic.Uint32
-	answerSeen atomic.Uint32
+	answerDone atomic.Uint32
 }
 
 // Conduit is the shared-memory conduit for one rank.
@@ -258,7 +258,7 @@ type Conduit struct {
 	// holds own[0].
 	duoPeers []int
 	duoCur   int
-	duoBuf   [duoMediumBytes]byte
+	duoBuf   [shm.DuoBytes]byte
 	// outside[qi] counts the AMs of class qi consumed outside the ring's
 	// slots (duo lines and the mailbox), which the ring's head does not
 	// count (RecvTraffic); written by the class's consumer only.
@@ -686,9 +686,9 @@ func (c *Conduit) SendShort(dst int, isReq bool, handler uint8, ep, srcEP uint16
 		return c.sendShortHeader(dst, isReq, handler, ep, srcEP, args, flags)
 	}
 	// The duo line first (duo.go), then the destination's mailbox, for a
-	// Short of up to 8 args (one slot): AMs need no order among themselves
+	// Short of up to 8 args (one slot each): AMs need no order among themselves
 	// (docs/am.md, "Fourth pass: the ring's lines").
-	if pr.duoOK && len(args) <= duoShortArgs {
+	if pr.duoOK && len(args) <= duoArgs {
 		if isReq {
 			if c.duoAsk(pr, byte(conduit.Short), handler, ep, srcEP, args, nil, 0) {
 				return nil
@@ -856,7 +856,7 @@ func (c *Conduit) SendLong(dst int, isReq bool, handler uint8, srcEP uint16, arg
 	pr := &c.peers[dst]
 	c.copyTo(dst, view, payload)
 	k := byte(conduit.Long) | kindPlaced
-	if pr.duoOK && len(args) <= duoLongArgs { // as in SendShort
+	if pr.duoOK && len(args) <= duoArgs { // as in SendShort
 		if isReq {
 			if c.duoAsk(pr, k, handler, 0, srcEP, args, payload, dest) {
 				return nil
