@@ -140,15 +140,7 @@ func TestPoolValidates(t *testing.T) {
 // busy one is skipped), and ignores an index out of range.
 func TestPoolPut(t *testing.T) {
 	const nbufs, bufSize = 4, 256
-	b := alignedBytes(PoolBytes(nbufs, bufSize))
-	p, err := InitPool(b, nbufs, bufSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := AttachPool(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p, peer := newPoolPair(t, nbufs, bufSize)
 	for round := range 3 * nbufs {
 		idx, _, ok := p.TryAlloc()
 		if !ok || idx != round%nbufs {
@@ -199,15 +191,7 @@ func TestPoolPut(t *testing.T) {
 // outside the pool is ignored.
 func TestPoolPrefetch(t *testing.T) {
 	const nbufs, bufSize = 2, 128
-	b := alignedBytes(PoolBytes(nbufs, bufSize))
-	p, err := InitPool(b, nbufs, bufSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := AttachPool(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, p, peer := newPoolPair(t, nbufs, bufSize)
 	for i := range b[poolOffFlags+nbufs*poolFlagStride:] {
 		b[poolOffFlags+nbufs*poolFlagStride+i] = byte(i)
 	}
@@ -246,4 +230,19 @@ func TestPoolPrefetch(t *testing.T) {
 	if got, _, ok := p.TryAllocHot(); !ok || got != idx {
 		t.Fatalf("after Put: TryAllocHot = %d %v, want %d", got, ok, idx)
 	}
+}
+
+// newPoolPair makes a pool of nbufs buffers of bufSize bytes in new aligned
+// memory b, and a second view of it, as a peer attaches it.
+func newPoolPair(t *testing.T, nbufs, bufSize int) (b []byte, owner, peer *Pool) {
+	t.Helper()
+	b = alignedBytes(PoolBytes(nbufs, bufSize))
+	owner, err := InitPool(b, nbufs, bufSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peer, err = AttachPool(b); err != nil {
+		t.Fatal(err)
+	}
+	return b, owner, peer
 }
