@@ -97,7 +97,16 @@ func copyMapped(dst, src []byte) {
 
 // PutBlocking implements gex_RMA_PutBlocking: it returns once src is in the
 // target's segment at dest (remote completion).
+//
+// Its 8-byte mapped fast path inlines into the caller (blocking8,
+// rma_fast_unsafe.go); every other call goes to putE.
 func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
+	return tm.blocking8(src, rank, dest, flags, (*TM).gate8, (*TM).map8, put8Fin, (*TM).putBlockingSlow)
+}
+
+// putBlockingSlow is PutBlocking's general path in blocking8's argument
+// order.
+func (tm *TM) putBlockingSlow(src []byte, rank Rank, dest Addr, flags Flags) error {
 	return tm.putE(modeBlocking, rank, dest, src, nil, flags)
 }
 
@@ -117,7 +126,15 @@ func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (E
 
 // GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
 // bytes at src in the target's segment.
+//
+// Its 8-byte mapped fast path inlines into the caller (blocking8,
+// rma_fast_unsafe.go); every other call goes to getE.
 func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
+	return tm.blocking8(dst, rank, src, flags, (*TM).gate8, (*TM).map8, get8Fin, (*TM).getBlockingSlow)
+}
+
+// getBlockingSlow is GetBlocking's general path.
+func (tm *TM) getBlockingSlow(dst []byte, rank Rank, src Addr, flags Flags) error {
 	return tm.getE(modeBlocking, dst, rank, src, flags)
 }
 
@@ -175,16 +192,19 @@ func (tm *TM) putE(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, fl
 		_, err := tm.putAny(mode, rank, dest, src, lc, flags)
 		return err
 	}
-	if p := tm.mappedAt(rank, dest, 8); p != nil && flags == 0 {
-		if !tm.c.mayBeRestricted() {
-			// lc tested on its own: in an || with fastLC the compiler
-			// builds a bool first, also for lc nil.
-			if lc == nil {
-				if put8(p, src) {
+	if uint32(rank) < tm.fast.n.Load() && flags == 0 { // as in getE
+		e := tm.fast.entry(rank)
+		if off := uint64(dest) - e.owner; off < e.lim8 {
+			if !tm.c.mayBeRestricted() {
+				// lc tested on its own: in an || with fastLC the compiler
+				// builds a bool first, also for lc nil.
+				if lc == nil {
+					if put8(e.at(off), src) {
+						return nil
+					}
+				} else if fastLC(mode, lc) && put8(e.at(off), src) {
 					return nil
 				}
-			} else if fastLC(mode, lc) && put8(p, src) {
-				return nil
 			}
 		}
 	}
@@ -268,10 +288,15 @@ func (tm *TM) getE(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) e
 		_, err := tm.getAny(mode, dst, rank, src, flags)
 		return err
 	}
-	if p := tm.mappedAt(rank, src, 8); p != nil && flags == 0 {
-		if !tm.c.mayBeRestricted() {
-			if get8(dst, p) {
-				return nil
+	// The mapped check of rma_fast_unsafe.go for 8 bytes, each test one
+	// compare (lim8: dest below the segment wraps off around and fails).
+	if uint32(rank) < tm.fast.n.Load() && flags == 0 {
+		e := tm.fast.entry(rank)
+		if off := uint64(src) - e.owner; off < e.lim8 {
+			if !tm.c.mayBeRestricted() {
+				if get8(dst, e.at(off)) {
+					return nil
+				}
 			}
 		}
 	}
