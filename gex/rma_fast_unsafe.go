@@ -121,23 +121,26 @@ func disjoint(p unsafe.Pointer, b []byte) bool {
 	return uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(b)))+n-1 >= 2*n-1
 }
 
-// put8 copies the 8 bytes of src to p unless they overlap (NOTE 5, left to
-// the general path to report; one compare with constants) and reports
-// whether it did: one load and one store.
+// put8 copies the 8 bytes of src (len(src) == 8, which every caller has
+// tested: the copy reads through the data pointer, so that the compiler
+// adds no length check of its own where it cannot see that test, as in
+// gate8's len^8|flags) to p unless they overlap (NOTE 5, left to the general
+// path to report; one compare with constants) and reports whether it did:
+// one load and one store.
 func put8(p unsafe.Pointer, src []byte) bool {
 	if uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(src)))+7 < 15 {
 		return false
 	}
-	*(*[8]byte)(p) = [8]byte(src)
+	*(*[8]byte)(p) = *(*[8]byte)(unsafe.Pointer(unsafe.SliceData(src)))
 	return true
 }
 
-// get8 copies the 8 bytes at p to dst as put8 copies.
+// get8 copies the 8 bytes at p to dst (len(dst) == 8) as put8 copies.
 func get8(dst []byte, p unsafe.Pointer) bool {
 	if uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(dst)))+7 < 15 {
 		return false
 	}
-	*(*[8]byte)(dst) = *(*[8]byte)(p)
+	*(*[8]byte)(unsafe.Pointer(unsafe.SliceData(dst))) = *(*[8]byte)(p)
 	return true
 }
 
@@ -264,8 +267,12 @@ func (tm *TM) blocking8(buf []byte, rank Rank, addr Addr, flags Flags,
 // half of the restricted-context check (restrictedA, the handler words),
 // then calls at.
 func (tm *TM) gate8(buf []byte, rank Rank, addr Addr, flags Flags, at at8, fin fin8) bool {
-	if uint32(rank) < tm.fast.n.Load() && len(buf)^8|int(flags) == 0 && tm.c.restrictedA() == 0 {
-		return at(tm, buf, rank, addr, fin)
+	if uint32(rank) < tm.fast.n.Load() && len(buf)^8|int(flags) == 0 {
+		// An if of its own: in the && chain the compiler builds a bool
+		// first.
+		if tm.c.restrictedA() == 0 {
+			return at(tm, buf, rank, addr, fin)
+		}
 	}
 	return false
 }
