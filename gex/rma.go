@@ -101,20 +101,25 @@ func copyMapped(dst, src []byte) {
 // Its 8-byte mapped fast path inlines into the caller (blocking8,
 // rma_fast_unsafe.go); every other call goes to putE.
 func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
-	return tm.blocking8(src, rank, dest, flags, (*TM).gate8, (*TM).map8, put8Fin, (*TM).putBlockingSlow)
+	return tm.blocking8(src, rank, dest, nil, flags, (*TM).gate8, (*TM).map8, put8Fin, (*TM).putBlockingSlow)
 }
 
 // putBlockingSlow is PutBlocking's general path in blocking8's argument
-// order.
-func (tm *TM) putBlockingSlow(src []byte, rank Rank, dest Addr, flags Flags) error {
-	return tm.putE(modeBlocking, rank, dest, src, nil, flags)
+// order; putNBISlow is PutNBI's.
+func (tm *TM) putBlockingSlow(src []byte, rank Rank, dest Addr, lc *Event, flags Flags) error {
+	return tm.putE(modeBlocking, rank, dest, src, lc, flags)
+}
+
+func (tm *TM) putNBISlow(src []byte, rank Rank, dest Addr, lc *Event, flags Flags) error {
+	return tm.putE(modeNBI, rank, dest, src, lc, flags)
 }
 
 // PutNBI implements gex_RMA_PutNBI. lc is nil/EventNow, EventDefer or
 // EventGroup; completion is tracked by NBITest/NBIWait(ECPut) or the open
-// access region.
+// access region. With lc nil its 8-byte mapped fast path inlines into the
+// caller as PutBlocking's does.
 func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
-	return tm.putE(modeNBI, rank, dest, src, lc, flags)
+	return tm.blocking8(src, rank, dest, lc, flags, (*TM).gate8, (*TM).map8, put8Fin, (*TM).putNBISlow)
 }
 
 // PutNB implements gex_RMA_PutNB: the returned root event completes at remote
@@ -130,18 +135,24 @@ func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (E
 // Its 8-byte mapped fast path inlines into the caller (blocking8,
 // rma_fast_unsafe.go); every other call goes to getE.
 func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
-	return tm.blocking8(dst, rank, src, flags, (*TM).gate8, (*TM).map8, get8Fin, (*TM).getBlockingSlow)
+	return tm.blocking8(dst, rank, src, nil, flags, (*TM).gate8, (*TM).map8, get8Fin, (*TM).getBlockingSlow)
 }
 
-// getBlockingSlow is GetBlocking's general path.
-func (tm *TM) getBlockingSlow(dst []byte, rank Rank, src Addr, flags Flags) error {
+// getBlockingSlow is GetBlocking's general path, getNBISlow GetNBI's (lc
+// is nil).
+func (tm *TM) getBlockingSlow(dst []byte, rank Rank, src Addr, _ *Event, flags Flags) error {
 	return tm.getE(modeBlocking, dst, rank, src, flags)
 }
 
-// GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
-// open access region).
-func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
+func (tm *TM) getNBISlow(dst []byte, rank Rank, src Addr, _ *Event, flags Flags) error {
 	return tm.getE(modeNBI, dst, rank, src, flags)
+}
+
+// GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
+// open access region). Its 8-byte mapped fast path inlines into the caller
+// as GetBlocking's does.
+func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
+	return tm.blocking8(dst, rank, src, nil, flags, (*TM).gate8, (*TM).map8, get8Fin, (*TM).getNBISlow)
 }
 
 // GetNB implements gex_RMA_GetNB.

@@ -219,8 +219,8 @@ func (ad *AD[T]) otherOp(result *T, addr Addr, op OP, flags Flags) bool {
 	return flags|Flags(uintptr(addr)%unsafe.Sizeof(*result)) == 0 && op&ad.ops != 0 && op&(op-1) == 0 && (result != nil || op&opResult == 0)
 }
 
-// The 8-byte PutBlocking and GetBlocking inline into the caller whole (docs/rma.md,
-// "Fourth pass"). The checks of the fast path cost about 150 in the
+// The 8-byte PutBlocking, PutNBI (lc_opt nil), GetBlocking and GetNBI
+// inline into the caller whole (docs/rma.md, "Fourth pass"). The checks of the fast path cost about 150 in the
 // compiler's inlining measure against a budget of 80, and any call that is
 // not inlined costs 57 more, so that no single function can hold them and
 // still fall back to the general path. A call through a function-typed
@@ -245,21 +245,24 @@ func (ad *AD[T]) otherOp(result *T, addr Addr, op OP, flags Flags) bool {
 // false, having done nothing, where the general path must decide.
 type fin8 func(c *Client, buf []byte, p unsafe.Pointer) bool
 
-// slow8 is the general path of the Blocking forms, in blocking8's argument
-// order (buf, rank, addr, flags).
-type slow8 func(tm *TM, buf []byte, rank Rank, addr Addr, flags Flags) error
+// slow8 is the general path of the error-only forms, in blocking8's
+// argument order (buf, rank, addr, lc, flags; lc nil for the gets).
+type slow8 func(tm *TM, buf []byte, rank Rank, addr Addr, lc *Event, flags Flags) error
 
 // at8 finds the mapped address of an 8-byte transfer and calls fin there.
 type at8 func(tm *TM, buf []byte, rank Rank, addr Addr, fin fin8) bool
 
-// blocking8 is PutBlocking's and GetBlocking's body: gate (gate8, then at
-// and fin), else slow.
-func (tm *TM) blocking8(buf []byte, rank Rank, addr Addr, flags Flags,
+// blocking8 is the body of PutBlocking, PutNBI, GetBlocking and GetNBI:
+// for lc nil, gate (gate8, then at and fin), else slow (which also takes
+// every lc_opt other than nil: fastLC is putE's).
+func (tm *TM) blocking8(buf []byte, rank Rank, addr Addr, lc *Event, flags Flags,
 	gate func(tm *TM, buf []byte, rank Rank, addr Addr, flags Flags, at at8, fin fin8) bool, at at8, fin fin8, slow slow8) error {
-	if gate(tm, buf, rank, addr, flags, at, fin) {
-		return nil
+	if lc == nil {
+		if gate(tm, buf, rank, addr, flags, at, fin) {
+			return nil
+		}
 	}
-	return slow(tm, buf, rank, addr, flags)
+	return slow(tm, buf, rank, addr, lc, flags)
 }
 
 // gate8 tests the shape of the call (the table filled and rank below the

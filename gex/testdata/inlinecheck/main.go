@@ -1,5 +1,5 @@
 // Command inlinecheck instantiates the generic fast paths (atomic domains
-// over U64 and U32) and calls PutBlocking and GetBlocking in a loop, so
+// over U64 and U32) and calls PutBlocking, GetBlocking, PutNBI and GetNBI in a loop, so
 // that TestFastPathInlining can read the compiler's inlining decisions for
 // them in a caller; it is built, never run.
 package main
@@ -24,7 +24,7 @@ func main() {
 	rma(tm, buf[:])
 }
 
-// rma is a user's loop of 8-byte puts and gets: the whole mapped fast
+// rma is a user's loop of 8-byte puts and gets (Blocking and NBI): the whole mapped fast
 // path of each must inline here (docs/rma.md, "Fourth pass").
 func rma(tm *gex.TM, buf []byte) {
 	for range 10 {
@@ -32,6 +32,12 @@ func rma(tm *gex.TM, buf []byte) {
 			return
 		}
 		if tm.GetBlocking(buf, 1, 0, 0) != nil {
+			return
+		}
+		if tm.PutNBI(1, 0, buf, nil, 0) != nil {
+			return
+		}
+		if tm.GetNBI(buf, 1, 0, 0) != nil {
 			return
 		}
 	}
