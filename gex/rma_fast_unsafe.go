@@ -94,10 +94,8 @@ func (f *fastMap) mapped(rank Rank, dest Addr, n int) unsafe.Pointer {
 }
 
 // entry returns the table's entry for rank, which the caller has checked
-// is below f.n; the 8-byte bodies (putE, getE) test the range themselves
-// with the entry's lim8, so that each test is one compare and one branch
-// (a helper returning the address or nil, or a bool, makes the compiler
-// test its result a second time).
+// is below f.n (map8, which tests the range itself with the entry's lim8:
+// one compare and one branch).
 func (f *fastMap) entry(rank Rank) *mapEntry {
 	t := f.p.Load()
 	return (*mapEntry)(unsafe.Add(unsafe.Pointer(t), uintptr(rank)*unsafe.Sizeof(*t)))
@@ -230,12 +228,13 @@ func (ad *AD[T]) otherOp(result *T, addr Addr, op OP, flags Flags) bool {
 // with its own budget. The fast path is therefore a chain of functions
 // that each fit the budget, each calling the next through a parameter:
 //
-//	GetBlocking -> blocking8 -> (map8 -> get8Fin) or (getBlockingSlow -> getE)
+//	GetBlocking -> blocking8 -> gate8 -> map8 -> get8Fin, else getBlockingSlow -> getAny
 //
-// blocking8 tries map8 (the table, bound and flags) and otherwise calls the
-// general path (getE, which checks everything again); map8 finds the
-// mapped address and hands it to fin (the restricted-context check, the
-// overlap check and the copy). In a caller that calls GetBlocking directly
+// blocking8 tries gate8 (the table, the length, flags and half the
+// restricted-context check) and otherwise calls the general path (getAny,
+// which checks everything again and copies any length); map8 finds the
+// mapped address and hands it to fin (the rest of the restricted-context
+// check, the overlap check and the copy). In a caller that calls GetBlocking directly
 // all of it is inlined and the general path is one direct call; through a
 // method value or an interface the same code runs as calls through function
 // values. TestFastPathInlining checks both the budgets and that a program's
@@ -254,7 +253,7 @@ type at8 func(tm *TM, buf []byte, rank Rank, addr Addr, fin fin8) bool
 
 // blocking8 is the body of PutBlocking, PutNBI, GetBlocking and GetNBI:
 // for lc nil, gate (gate8, then at and fin), else slow (which also takes
-// every lc_opt other than nil: fastLC is putE's).
+// every lc_opt other than nil: fastLC is putAny's).
 func (tm *TM) blocking8(buf []byte, rank Rank, addr Addr, lc *Event, flags Flags,
 	gate func(tm *TM, buf []byte, rank Rank, addr Addr, flags Flags, at at8, fin fin8) bool, at at8, fin fin8, slow slow8) error {
 	if lc == nil {
