@@ -97,15 +97,31 @@ func copyMapped(dst, src []byte) {
 
 // PutBlocking implements gex_RMA_PutBlocking: it returns once src is in the
 // target's segment at dest (remote completion).
+//
+// Its 8-byte mapped fast path inlines into the caller (blocking8,
+// rma_fast_unsafe.go); every other call goes to putAny.
 func (tm *TM) PutBlocking(rank Rank, dest Addr, src []byte, flags Flags) error {
-	return tm.putE(modeBlocking, rank, dest, src, nil, flags)
+	return tm.blocking8(src, rank, dest, nil, flags, (*TM).gate8, (*TM).map8, put8Fin, (*TM).putBlockingSlow)
+}
+
+// putBlockingSlow is PutBlocking's general path in blocking8's argument
+// order; putNBISlow is PutNBI's.
+func (tm *TM) putBlockingSlow(src []byte, rank Rank, dest Addr, lc *Event, flags Flags) error {
+	_, err := tm.putAny(modeBlocking, rank, dest, src, lc, flags)
+	return err
+}
+
+func (tm *TM) putNBISlow(src []byte, rank Rank, dest Addr, lc *Event, flags Flags) error {
+	_, err := tm.putAny(modeNBI, rank, dest, src, lc, flags)
+	return err
 }
 
 // PutNBI implements gex_RMA_PutNBI. lc is nil/EventNow, EventDefer or
 // EventGroup; completion is tracked by NBITest/NBIWait(ECPut) or the open
-// access region.
+// access region. With lc nil its 8-byte mapped fast path inlines into the
+// caller as PutBlocking's does.
 func (tm *TM) PutNBI(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
-	return tm.putE(modeNBI, rank, dest, src, lc, flags)
+	return tm.blocking8(src, rank, dest, lc, flags, (*TM).gate8, (*TM).map8, put8Fin, (*TM).putNBISlow)
 }
 
 // PutNB implements gex_RMA_PutNB: the returned root event completes at remote
@@ -117,14 +133,30 @@ func (tm *TM) PutNB(rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (E
 
 // GetBlocking implements gex_RMA_GetBlocking: it returns once dst holds the
 // bytes at src in the target's segment.
+//
+// Its 8-byte mapped fast path inlines into the caller (blocking8,
+// rma_fast_unsafe.go); every other call goes to getAny.
 func (tm *TM) GetBlocking(dst []byte, rank Rank, src Addr, flags Flags) error {
-	return tm.getE(modeBlocking, dst, rank, src, flags)
+	return tm.blocking8(dst, rank, src, nil, flags, (*TM).gate8, (*TM).map8, get8Fin, (*TM).getBlockingSlow)
+}
+
+// getBlockingSlow is GetBlocking's general path, getNBISlow GetNBI's (lc
+// is nil).
+func (tm *TM) getBlockingSlow(dst []byte, rank Rank, src Addr, _ *Event, flags Flags) error {
+	_, err := tm.getAny(modeBlocking, dst, rank, src, flags)
+	return err
+}
+
+func (tm *TM) getNBISlow(dst []byte, rank Rank, src Addr, _ *Event, flags Flags) error {
+	_, err := tm.getAny(modeNBI, dst, rank, src, flags)
+	return err
 }
 
 // GetNBI implements gex_RMA_GetNBI (completion: NBITest/NBIWait(ECGet) or the
-// open access region).
+// open access region). Its 8-byte mapped fast path inlines into the caller
+// as GetBlocking's does.
 func (tm *TM) GetNBI(dst []byte, rank Rank, src Addr, flags Flags) error {
-	return tm.getE(modeNBI, dst, rank, src, flags)
+	return tm.blocking8(dst, rank, src, nil, flags, (*TM).gate8, (*TM).map8, get8Fin, (*TM).getNBISlow)
 }
 
 // GetNB implements gex_RMA_GetNB.
@@ -138,8 +170,9 @@ var (
 	getOps = [...]string{modeBlocking: "GetBlocking", modeNBI: "GetNBI", modeNB: "GetNB"}
 )
 
-// put is the body of PutBlocking, PutNBI and PutNB (which the compiler
-// inlines into their callers, so that a put costs one call into gex): the
+// put is the body of PutNB (which the compiler inlines into its callers,
+// so that a put costs one call into gex; PutBlocking and PutNBI inline the
+// 8-byte fast path whole, blocking8 in rma_fast_unsafe.go): the
 // mapped fast path of an 8-byte put (rma_fast_unsafe.go) here, every other
 // length in putAny, else the general path. Nosplit, and with no value live
 // across a call (each call is the last thing on its path, with put's own
@@ -166,42 +199,19 @@ func (tm *TM) put(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, fla
 	return tm.putSlow(mode, rank, dest, src, lc, flags)
 }
 
-// putE is put for the forms that return only an error (PutBlocking,
-// PutNBI): no Event to zero on the fast path.
-//
-//go:nosplit
-func (tm *TM) putE(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) error {
-	if len(src) != 8 {
-		_, err := tm.putAny(mode, rank, dest, src, lc, flags)
-		return err
-	}
-	if p := tm.mappedAt(rank, dest, 8); p != nil && flags == 0 {
-		if !tm.c.mayBeRestricted() {
-			// lc tested on its own: in an || with fastLC the compiler
-			// builds a bool first, also for lc nil.
-			if lc == nil {
-				if put8(p, src) {
-					return nil
-				}
-			} else if fastLC(mode, lc) && put8(p, src) {
-				return nil
-			}
-		}
-	}
-	_, err := tm.putSlow(mode, rank, dest, src, lc, flags)
-	return err
-}
-
-// putAny is put for every length but 8 and putE for every call with an
-// lc_opt: the mapped fast path with a copy of any length, else the general
-// path.
+// putAny is put for every length but 8, and the general path of
+// PutBlocking and PutNBI (blocking8: every length but 8, every lc_opt but
+// nil, every call the inlined checks refused): the mapped fast path with a
+// copy of any length, else the general path. (Not nosplit as getAny is:
+// measured, that made 16-128 B puts 0.5-2.6 ns slower; docs/rma.md,
+// "Fourth pass".)
 //
 //go:noinline
 func (tm *TM) putAny(mode rmaMode, rank Rank, dest Addr, src []byte, lc *Event, flags Flags) (Event, error) {
 	if p := tm.mappedAt(rank, dest, len(src)); p != nil && flags == 0 {
 		if !tm.c.mayBeRestricted() && (lc == nil || fastLC(mode, lc)) {
 			if len(src) == 8 {
-				if put8(p, src) { // an 8-byte put with an lc_opt (putE, put)
+				if put8(p, src) { // an 8-byte put with an lc_opt (PutNBI, put)
 					return Event{}, nil
 				}
 			} else if copyTo(p, src) {
@@ -242,7 +252,7 @@ func fastLC(mode rmaMode, lc *Event) bool {
 	return true
 }
 
-// get is the body of GetBlocking, GetNBI and GetNB, as put is of the puts
+// get is the body of GetNB, as put is of PutNB
 // (nosplit, no value live across a call: see put).
 //
 //go:nosplit
@@ -260,28 +270,14 @@ func (tm *TM) get(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (E
 	return tm.getSlow(mode, dst, rank, src, flags)
 }
 
-// getE is get for GetBlocking and GetNBI, as putE is put's.
-//
-//go:nosplit
-func (tm *TM) getE(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) error {
-	if len(dst) != 8 {
-		_, err := tm.getAny(mode, dst, rank, src, flags)
-		return err
-	}
-	if p := tm.mappedAt(rank, src, 8); p != nil && flags == 0 {
-		if !tm.c.mayBeRestricted() {
-			if get8(dst, p) {
-				return nil
-			}
-		}
-	}
-	_, err := tm.getSlow(mode, dst, rank, src, flags)
-	return err
-}
-
-// getAny is get for every length but 8, as putAny is put's.
+// getAny is get for every length but 8 and the general path of
+// GetBlocking and GetNBI, as putAny is put's. Nosplit as put is (no stack
+// check on the mapped paths; copyMapped and the general path check the
+// stack themselves): 16-512 B gets 0.6-0.9 ns faster (docs/rma.md, "Fourth
+// pass").
 //
 //go:noinline
+//go:nosplit
 func (tm *TM) getAny(mode rmaMode, dst []byte, rank Rank, src Addr, flags Flags) (Event, error) {
 	if p := tm.mappedAt(rank, src, len(dst)); p != nil && flags == 0 {
 		if !tm.c.mayBeRestricted() {

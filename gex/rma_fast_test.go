@@ -327,8 +327,23 @@ func TestFastPathInlining(t *testing.T) {
 		"(*TM).PutBlockingVal", "(*TM).PutNBIVal", "(*TM).PutNBVal", "Event.Wait", "Event.Test",
 		// The pieces of the fast path inline into the bodies.
 		"(*fastMap).mapped", "(*TM).mappedAt", "disjoint", "put8", "get8", "copyTo", "copyFrom", "copyMapped", "putValAt", "getValAt",
-		"(*Client).mayBeRestricted", "(*Client).restrictedA", "(*Client).restrictedB", "fastLC")
-	check(report("github.com/gexgo/gexgo/gex/testdata/inlinecheck=", "./testdata/inlinecheck"),
+		"(*Client).mayBeRestricted", "(*Client).restrictedA", "(*Client).restrictedB", "fastLC",
+		// The 8-byte PutBlocking/GetBlocking chain (rma_fast_unsafe.go,
+		// blocking8): each link under the budget on its own.
+		"(*TM).blocking8", "(*TM).gate8", "(*TM).map8", "get8Fin", "put8Fin",
+		"(*TM).getBlockingSlow", "(*TM).putBlockingSlow", "(*TM).getNBISlow", "(*TM).putNBISlow",
+		"(*fastMap).entry", "(*mapEntry).at")
+	prog := report("github.com/gexgo/gexgo/gex/testdata/inlinecheck=", "./testdata/inlinecheck")
+	check(prog,
 		"gex.(*AD[uint64]).OpNB", "gex.(*AD[uint64]).OpNBI", "gex.(*AD[uint32]).OpNB", "gex.(*AD[uint32]).OpNBI",
 		"gex.(*AD[go.shape.uint64]).addOp", "gex.(*AD[go.shape.uint64]).faddAt", "gex.(*AD[go.shape.uint32]).faddAt")
+	// The chain links are called through parameters; that they are
+	// inlined into a user's loop (and not left as calls through function
+	// values) shows only in the caller's report.
+	for _, name := range []string{"gex.(*TM).PutBlocking", "gex.(*TM).GetBlocking", "gex.(*TM).PutNBI", "gex.(*TM).GetNBI", "gex.(*TM).blocking8",
+		"gex.(*TM).gate8", "gex.(*TM).map8", "gex.put8Fin", "gex.get8Fin", "gex.put8", "gex.get8"} {
+		if !regexp.MustCompile(`main\.go:\d+:\d+: inlining call to ` + regexp.QuoteMeta(name) + `\n`).MatchString(prog) {
+			t.Errorf("%s is not inlined into the user's loop (testdata/inlinecheck): an 8-byte PutBlocking/GetBlocking/PutNBI/GetNBI pays a call for it", name)
+		}
+	}
 }

@@ -19,11 +19,14 @@ import (
 
 // mapEntry is one job rank's segment as the fast paths see it: where it is
 // mapped in this process (nil and size 0 where it is not) and the owner's
-// address of its first byte.
+// address of its first byte. lim8 is size-7 (0 where size < 8): an
+// 8-byte transfer at offset off fits iff off < lim8, one compare instead of
+// mapped's two (see mapped8).
 type mapEntry struct {
 	base  unsafe.Pointer
 	owner uint64
 	size  uint64
+	lim8  uint64
 }
 
 // newMapTable builds the fast paths' table from the segment views: one
@@ -34,6 +37,9 @@ func newMapTable(views []segView) *mapEntry {
 	for r, v := range views {
 		if len(v.local) > 0 {
 			t[r] = mapEntry{base: unsafe.Pointer(unsafe.SliceData(v.local)), owner: v.owner, size: uint64(len(v.local))}
+			if t[r].size >= 8 {
+				t[r].lim8 = t[r].size - 7
+			}
 		}
 	}
 	return &t[0]
@@ -87,6 +93,17 @@ func (f *fastMap) mapped(rank Rank, dest Addr, n int) unsafe.Pointer {
 	return unsafe.Add(e.base, off)
 }
 
+// entry returns the table's entry for rank, which the caller has checked
+// is below f.n (map8, which tests the range itself with the entry's lim8:
+// one compare and one branch).
+func (f *fastMap) entry(rank Rank) *mapEntry {
+	t := f.p.Load()
+	return (*mapEntry)(unsafe.Add(unsafe.Pointer(t), uintptr(rank)*unsafe.Sizeof(*t)))
+}
+
+// at is the address of byte off of e's mapping.
+func (e *mapEntry) at(off uint64) unsafe.Pointer { return unsafe.Add(e.base, off) }
+
 // mappedAt is mapped for tm's table.
 func (tm *TM) mappedAt(rank Rank, dest Addr, n int) unsafe.Pointer {
 	return tm.fast.mapped(rank, dest, n)
@@ -102,23 +119,26 @@ func disjoint(p unsafe.Pointer, b []byte) bool {
 	return uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(b)))+n-1 >= 2*n-1
 }
 
-// put8 copies the 8 bytes of src to p unless they overlap (NOTE 5, left to
-// the general path to report; one compare with constants) and reports
-// whether it did: one load and one store.
+// put8 copies the 8 bytes of src (len(src) == 8, which every caller has
+// tested: the copy reads through the data pointer, so that the compiler
+// adds no length check of its own where it cannot see that test, as in
+// gate8's len^8|flags) to p unless they overlap (NOTE 5, left to the general
+// path to report; one compare with constants) and reports whether it did:
+// one load and one store.
 func put8(p unsafe.Pointer, src []byte) bool {
 	if uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(src)))+7 < 15 {
 		return false
 	}
-	*(*[8]byte)(p) = [8]byte(src)
+	*(*[8]byte)(p) = *(*[8]byte)(unsafe.Pointer(unsafe.SliceData(src)))
 	return true
 }
 
-// get8 copies the 8 bytes at p to dst as put8 copies.
+// get8 copies the 8 bytes at p to dst (len(dst) == 8) as put8 copies.
 func get8(dst []byte, p unsafe.Pointer) bool {
 	if uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(dst)))+7 < 15 {
 		return false
 	}
-	*(*[8]byte)(dst) = *(*[8]byte)(p)
+	*(*[8]byte)(unsafe.Pointer(unsafe.SliceData(dst))) = *(*[8]byte)(p)
 	return true
 }
 
@@ -195,4 +215,87 @@ func (ad *AD[T]) addOp(result *T, addr Addr, op OP, flags Flags) bool {
 // non-nil if op fetches, an address aligned for T.
 func (ad *AD[T]) otherOp(result *T, addr Addr, op OP, flags Flags) bool {
 	return flags|Flags(uintptr(addr)%unsafe.Sizeof(*result)) == 0 && op&ad.ops != 0 && op&(op-1) == 0 && (result != nil || op&opResult == 0)
+}
+
+// The 8-byte PutBlocking, PutNBI (lc_opt nil), GetBlocking and GetNBI
+// inline into the caller whole (docs/rma.md, "Fourth pass"). The checks of the fast path cost about 150 in the
+// compiler's inlining measure against a budget of 80, and any call that is
+// not inlined costs 57 more, so that no single function can hold them and
+// still fall back to the general path. A call through a function-typed
+// parameter costs only 17 (inlineParamCallCost: "inlining might expose a
+// constant function"), and once the caller has inlined the function that
+// makes it, the parameter is a known function that is inlined in turn,
+// with its own budget. The fast path is therefore a chain of functions
+// that each fit the budget, each calling the next through a parameter:
+//
+//	GetBlocking -> blocking8 -> gate8 -> map8 -> get8Fin, else getBlockingSlow -> getAny
+//
+// blocking8 tries gate8 (the table, the length, flags and half the
+// restricted-context check) and otherwise calls the general path (getAny,
+// which checks everything again and copies any length); map8 finds the
+// mapped address and hands it to fin (the rest of the restricted-context
+// check, the overlap check and the copy). In a caller that calls GetBlocking directly
+// all of it is inlined and the general path is one direct call; through a
+// method value or an interface the same code runs as calls through function
+// values. TestFastPathInlining checks both the budgets and that a program's
+// loop inlines map8 and the fin functions.
+
+// fin8 finishes an 8-byte put or get at the mapped address p: it reports
+// false, having done nothing, where the general path must decide.
+type fin8 func(c *Client, buf []byte, p unsafe.Pointer) bool
+
+// slow8 is the general path of the error-only forms, in blocking8's
+// argument order (buf, rank, addr, lc, flags; lc nil for the gets).
+type slow8 func(tm *TM, buf []byte, rank Rank, addr Addr, lc *Event, flags Flags) error
+
+// at8 finds the mapped address of an 8-byte transfer and calls fin there.
+type at8 func(tm *TM, buf []byte, rank Rank, addr Addr, fin fin8) bool
+
+// blocking8 is the body of PutBlocking, PutNBI, GetBlocking and GetNBI:
+// for lc nil, gate (gate8, then at and fin), else slow (which also takes
+// every lc_opt other than nil: fastLC is putAny's).
+func (tm *TM) blocking8(buf []byte, rank Rank, addr Addr, lc *Event, flags Flags,
+	gate func(tm *TM, buf []byte, rank Rank, addr Addr, flags Flags, at at8, fin fin8) bool, at at8, fin fin8, slow slow8) error {
+	if lc == nil {
+		if gate(tm, buf, rank, addr, flags, at, fin) {
+			return nil
+		}
+	}
+	return slow(tm, buf, rank, addr, lc, flags)
+}
+
+// gate8 tests the shape of the call (the table filled and rank below the
+// object's size, an 8-byte buf, flags 0: one compare each) and the first
+// half of the restricted-context check (restrictedA, the handler words),
+// then calls at.
+func (tm *TM) gate8(buf []byte, rank Rank, addr Addr, flags Flags, at at8, fin fin8) bool {
+	if uint32(rank) < tm.fast.n.Load() && len(buf)^8|int(flags) == 0 {
+		// An if of its own: in the && chain the compiler builds a bool
+		// first.
+		if tm.c.restrictedA() == 0 {
+			return at(tm, buf, rank, addr, fin)
+		}
+	}
+	return false
+}
+
+// map8 is mapped for 8 bytes, the bound in one compare (off < lim8, where
+// addr below the segment wraps off around), then fin at the address.
+func (tm *TM) map8(buf []byte, rank Rank, addr Addr, fin fin8) bool {
+	e := tm.fast.entry(rank)
+	if off := uint64(addr) - e.owner; off < e.lim8 {
+		return fin(tm.c, buf, e.at(off))
+	}
+	return false
+}
+
+// get8Fin and put8Fin: the rest of the restricted-context check
+// (restrictedB: the held-AM handler word, the Prepare and HSL counts), and
+// the 8 bytes do not overlap buf (NOTE 5), then the copy.
+func get8Fin(c *Client, dst []byte, p unsafe.Pointer) bool {
+	return c.restrictedB() == 0 && get8(dst, p)
+}
+
+func put8Fin(c *Client, src []byte, p unsafe.Pointer) bool {
+	return c.restrictedB() == 0 && put8(p, src)
 }

@@ -569,12 +569,19 @@ func rmaBounds(e *rankEnv) {
 			{"at the end", end, 1},
 			{"past the end", end + 4096, 8},
 			{"straddling the end", end - 4, 8},
+			{"straddling the end by one byte", end - 7, 8}, // the fast path's lim8 bound
+			{"straddling the base by one byte", base - 1, 8},
 			{"one byte too long", base, int(size) + 1},
 			{"at address 0", 0, 8},
 			{"wrapping the address space", ^gex.Addr(0) - 3, 8},
 		} {
 			rmaRefusedAll(e, c.what, r, c.a, c.n, 0, rk, hex(c.a))
 		}
+		// The last 8 bytes are inside (the bound is inclusive of the
+		// last byte; an 8-byte get is the inlined fast path where mapped).
+		last := make([]byte, 8)
+		e.Check(e.tm.GetBlocking(last, r, end-8, 0), rk+": GetBlocking of the segment's last 8 bytes")
+		wantBytes(e, rk+": the segment's last 8 bytes", last, rmaData(uint64(100+r), int(size))[size-8:])
 		// PEER_SEG_OFFSET: the address is an offset into the segment, with
 		// the same bound.
 		for _, c := range []struct {

@@ -1,6 +1,7 @@
 // Command inlinecheck instantiates the generic fast paths (atomic domains
-// over U64 and U32) so that TestFastPathInlining can read the compiler's
-// inlining decisions for them; it is built, never run.
+// over U64 and U32) and calls PutBlocking, GetBlocking, PutNBI and GetNBI in a loop, so
+// that TestFastPathInlining can read the compiler's inlining decisions for
+// them in a caller; it is built, never run.
 package main
 
 import "github.com/gexgo/gexgo/gex"
@@ -18,4 +19,26 @@ func main() {
 		_ = ev.Wait()
 	}
 	_ = ad32.OpNBI(&r32, 0, 0, gex.OPFAdd, 1, 0, 0)
+	var tm *gex.TM
+	var buf [8]byte
+	rma(tm, buf[:])
+}
+
+// rma is a user's loop of 8-byte puts and gets (Blocking and NBI): the whole mapped fast
+// path of each must inline here (docs/rma.md, "Fourth pass").
+func rma(tm *gex.TM, buf []byte) {
+	for range 10 {
+		if tm.PutBlocking(1, 0, buf, 0) != nil {
+			return
+		}
+		if tm.GetBlocking(buf, 1, 0, 0) != nil {
+			return
+		}
+		if tm.PutNBI(1, 0, buf, nil, 0) != nil {
+			return
+		}
+		if tm.GetNBI(buf, 1, 0, 0) != nil {
+			return
+		}
+	}
 }
