@@ -14,7 +14,7 @@ import (
 
 // pairTransports connects two transports (ranks 0 and 1) over a loopback
 // TCP connection, each delivering through the Delivery mk gives its rank.
-func pairTransports(t *testing.T, mk func(rank int, tr *Transport) conduit.Delivery) [2]*Transport {
+func pairTransports(t testing.TB, mk func(rank int, tr *Transport) conduit.Delivery) [2]*Transport {
 	t.Helper()
 	a, b := nettest.TCPPair(t)
 	var trs [2]*Transport
