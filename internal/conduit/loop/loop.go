@@ -24,8 +24,11 @@ type Config struct {
 	// SupernodeMaxSize and MaxSegSize as in smp.Config.
 	SupernodeMaxSize int
 	MaxSegSize       string
-	// NoDuo as in smp.Config.
-	NoDuo bool
+	// NoDuo as in smp.Config; NoDuoFor, if set, per rank instead.
+	NoDuo    bool
+	NoDuoFor []bool
+	// CPUs as in smp.Config (0: the machine's).
+	CPUs int
 }
 
 // Job is an in-process job of Size ranks.
@@ -74,7 +77,11 @@ func (j *Job) Conduit(rank int) (*smp.Conduit, error) {
 	if rank < 0 || rank >= j.cfg.Size {
 		return nil, fmt.Errorf("loop: rank %d out of range [0, %d)", rank, j.cfg.Size)
 	}
-	return smp.New(&rankBoot{j: j, rank: rank}, smp.Config{Allocator: j.heap, SupernodeMaxSize: j.cfg.SupernodeMaxSize, MaxSegSize: j.cfg.MaxSegSize, NoDuo: j.cfg.NoDuo, Done: j.exited})
+	noDuo := j.cfg.NoDuo
+	if j.cfg.NoDuoFor != nil {
+		noDuo = j.cfg.NoDuoFor[rank]
+	}
+	return smp.New(&rankBoot{j: j, rank: rank}, smp.Config{Allocator: j.heap, SupernodeMaxSize: j.cfg.SupernodeMaxSize, MaxSegSize: j.cfg.MaxSegSize, NoDuo: noDuo, CPUs: j.cfg.CPUs, Done: j.exited})
 }
 
 // Exited reports whether a rank called Exit or Abort, and with what code.

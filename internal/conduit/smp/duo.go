@@ -66,9 +66,16 @@ const (
 	duoLongArgsOff = 16
 	duoLap         = 1 << 7 // in the kind byte
 
-	// duoMaxPeers bounds the peers a rank shares duo lines with: a poll
-	// looks at two words per such peer.
+	// duoMaxPeers bounds the peers a rank sends through duo lines: a poll
+	// looks at up to two words per such peer.
 	duoMaxPeers = 7
+
+	// offDuo is the AM region header word that says whether its owner
+	// sends requests through duo lines (1) or not (0): a rank polls the
+	// lines of the peers that do (duoPeers[0]). The owner writes it before
+	// the regions are exchanged and never changes it, so ranks need not
+	// agree (GEX_SMP_NO_DUO set for some only, different CPU counts).
+	offDuo = 28
 
 	// EnvNoDuo, set to 1, turns the duo lines off (every AM takes the
 	// rings): for comparisons.
@@ -230,11 +237,23 @@ func (c *Conduit) duoAnswer(pr *peer, dst int, k, handler uint8, ep, srcEP uint1
 	return true
 }
 
+// duoSends reports whether this rank sends requests through duo lines,
+// given how many ranks share this machine with it (itself included) and
+// how many CPUs it may run on: only if at most duoMaxPeers+1 do, and no
+// more than the CPUs. With more ranks than CPUs they take turns on the
+// CPUs, a round trip waits for a process switch (microseconds), not for
+// a line to move, and the lines' extra polling showed: the 4-rank barrier
+// on 2 CPUs took 5.1-5.8 us with them against 4.5-5.4 without (docs/am.md,
+// "Fifth pass").
+func duoSends(noDuo bool, local, cpus int) bool {
+	return !noDuo && local > 1 && local-1 <= duoMaxPeers && local <= cpus
+}
+
 // duoWaiting reports whether a duo line holds an AM for inbound class qi
 // (0 requests, 1 replies) that no consumer has delivered: at most two
 // loads per peer, no lock.
 func (c *Conduit) duoWaiting(qi int) bool {
-	for _, p := range c.duoPeers {
+	for _, p := range c.duoPeers[qi&1] {
 		pr := &c.peers[p]
 		if qi == 0 {
 			if pr.duoIn.Word()&kindReq != 0 {
@@ -252,7 +271,7 @@ func (c *Conduit) duoWaiting(qi int) bool {
 func (c *Conduit) drainDuos(qi int) int {
 	in := &c.inc[qi]
 	n := 0
-	for _, p := range c.duoPeers {
+	for _, p := range c.duoPeers[qi&1] {
 		pr := &c.peers[p]
 		if qi == 0 {
 			d := &pr.duoIn

@@ -16,7 +16,7 @@ import (
 )
 
 // newJob starts an in-process job of n ranks and returns their conduits.
-func newJob(t testing.TB, n int) []*smp.Conduit { return newJobCfg(t, loop.Config{Size: n}) }
+func newJob(t testing.TB, n int) []*smp.Conduit { return newJobCfg(t, loop.Config{Size: n, CPUs: n}) }
 
 func newJobCfg(t testing.TB, cfg loop.Config) []*smp.Conduit {
 	t.Helper()
@@ -565,7 +565,7 @@ func BenchmarkRoundTripOneThread(b *testing.B) {
 		}
 		for _, size := range []int{0, 8} {
 			b.Run(fmt.Sprintf("%s/medium=%d", name, size), func(b *testing.B) {
-				cs := newJobCfg(b, loop.Config{Size: 2, NoDuo: noDuo})
+				cs := newJobCfg(b, loop.Config{Size: 2, NoDuo: noDuo, CPUs: 2})
 				c0, c1 := cs[0], cs[1]
 				payload := make([]byte, size)
 				replies := 0
@@ -591,6 +591,68 @@ func BenchmarkRoundTripOneThread(b *testing.B) {
 					b.Fatalf("%d replies for %d requests", replies, b.N)
 				}
 			})
+		}
+	}
+}
+
+// TestDuoMixed runs a job where rank 0 sends through duo lines and rank 1
+// does not (GEX_SMP_NO_DUO on one rank only): rank 1 must still take rank
+// 0's requests from the line (rank 0's region header says it sends there),
+// and its own requests take the rings; round trips work both ways.
+func TestDuoMixed(t *testing.T) {
+	cs := newJobCfg(t, loop.Config{Size: 2, CPUs: 2, NoDuoFor: []bool{false, true}})
+	if len(smp.DuoPeers(cs[0])) != 1 || len(smp.DuoPeers(cs[1])) != 0 {
+		t.Fatalf("duo peers %v and %v, want [1] and []", smp.DuoPeers(cs[0]), smp.DuoPeers(cs[1]))
+	}
+	var got [2][]int32
+	for r, c := range cs {
+		c.SetDelivery(func(in *conduit.Incoming) {
+			if in.IsReq {
+				if err := c.SendShort(in.Src, false, 2, 0, 0, []int32{in.Args[0] + 1}, 0); err != nil {
+					t.Errorf("rank %d reply: %v", r, err)
+				}
+				return
+			}
+			got[r] = append(got[r], in.Args[0])
+		})
+	}
+	for i := range int32(5) {
+		if err := cs[0].SendShort(1, true, 1, 0, 0, []int32{10 * i}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if w := smp.DuoWord(cs[0], 1); !smp.IsRequest(w) {
+			t.Fatalf("rank 0's request %d did not take its duo line", i)
+		}
+		if err := cs[1].SendShort(0, true, 1, 0, 0, []int32{100 * i}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if smp.DuoWord(cs[1], 0) != 0 {
+			t.Fatalf("rank 1 (no duo lines) wrote its line")
+		}
+		for range 2 {
+			cs[1].Poll(false)
+			cs[0].Poll(false)
+		}
+	}
+	if len(got[0]) != 5 || len(got[1]) != 5 {
+		t.Fatalf("replies delivered: rank 0 %v, rank 1 %v; want 5 each", got[0], got[1])
+	}
+}
+
+// TestDuoSendsRule pins when a rank sends through duo lines: with another
+// rank on the machine, at most duoMaxPeers+1 ranks there, and no more
+// ranks than CPUs, unless turned off.
+func TestDuoSendsRule(t *testing.T) {
+	for _, c := range []struct {
+		noDuo       bool
+		local, cpus int
+		want        bool
+	}{
+		{false, 2, 2, true}, {false, 1, 2, false}, {false, 4, 2, false}, {false, 4, 4, true},
+		{false, 8, 64, true}, {false, 9, 64, false}, {true, 2, 2, false},
+	} {
+		if got := smp.DuoSends(c.noDuo, c.local, c.cpus); got != c.want {
+			t.Errorf("duoSends(noDuo %v, %d ranks, %d CPUs) = %v, want %v", c.noDuo, c.local, c.cpus, got, c.want)
 		}
 	}
 }

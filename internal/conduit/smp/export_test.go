@@ -10,8 +10,8 @@ func DuoWord(c *Conduit, p int) uint64 { return c.peers[p].duoOut.Word() }
 // IsRequest reports whether a duo line word holds a request.
 func IsRequest(w uint64) bool { return w&kindReq != 0 }
 
-// DuoPeers returns the peers c shares duo lines with.
-func DuoPeers(c *Conduit) []int { return c.duoPeers }
+// DuoPeers returns the peers c sends requests to through duo lines.
+func DuoPeers(c *Conduit) []int { return c.duoPeers[1] }
 
 // RingsEmpty reports whether both of c's inbound rings (and their
 // mailboxes) are empty. Only while nobody consumes them.
@@ -34,3 +34,6 @@ func HoldAskClaim(c *Conduit, p int) (release func()) {
 	}
 	return func() { pr.askClaim.Store(0) }
 }
+
+// DuoSends is duoSends.
+func DuoSends(noDuo bool, local, cpus int) bool { return duoSends(noDuo, local, cpus) }

@@ -74,7 +74,7 @@ import (
 // Geometry of the AM region.
 const (
 	regionMagic   = 0x4d415847 // "GXAM" little-endian
-	regionVersion = 4          // 4: the duo lines (duo.go)
+	regionVersion = 5          // 4: the duo lines (duo.go); 5: offDuo
 	offBell       = 64
 	offRings      = 128
 
@@ -108,6 +108,9 @@ type Config struct {
 	// NoDuo turns the duo lines off (duo.go; EnvNoDuo): every AM takes
 	// the rings.
 	NoDuo bool
+	// CPUs is the number of CPUs the duo lines' rule counts (duoSends;
+	// 0: runtime.NumCPU()).
+	CPUs int
 	// MaxSegSize is a GASNET_MAX_SEGSIZE value ("" = conduit.DefaultMaxSegSize).
 	MaxSegSize string
 	// Done, if set, is closed when the job ends while this rank may still be
@@ -252,11 +255,13 @@ type Conduit struct {
 
 	closeOnce sync.Once
 
-	// duoPeers are the peers with duo lines (duo.go); duoCur is the peer
-	// whose duo request the request consumer is delivering (-1 none) and
-	// duoBuf a copy of its payload. Both belong to the goroutine that
-	// holds own[0].
-	duoPeers []int
+	// duoPeers[0] are the peers that send requests here through duo lines
+	// (duo.go: their region header's offDuo), duoPeers[1] the peers this
+	// rank sends requests to through them (whose replies come back there).
+	// duoCur is the peer whose duo request the request consumer is
+	// delivering (-1 none) and duoBuf a copy of its payload; both belong to
+	// the goroutine that holds own[0].
+	duoPeers [2][]int
 	duoCur   int
 	duoBuf   [shm.DuoBytes]byte
 	// outside[qi] counts the AMs of class qi consumed outside the ring's
@@ -426,17 +431,23 @@ func (c *Conduit) setupRegions() error {
 		c.peers[p].remote = c.cfg.Remote != nil && c.topo.Host[p] != c.topo.Host[c.rank]
 	}
 	c.duoCur = -1
-	if !c.cfg.NoDuo {
+	local := 0
+	for p := range c.peers {
+		if !c.peers[p].remote {
+			local++
+		}
+	}
+	cpus := c.cfg.CPUs
+	if cpus <= 0 {
+		cpus = runtime.NumCPU()
+	}
+	if duoSends(c.cfg.NoDuo, local, cpus) {
+		shm.Uint32At(b, offDuo).Store(1)
 		for p := range c.peers {
 			if p != c.rank && !c.peers[p].remote {
-				c.duoPeers = append(c.duoPeers, p)
+				c.peers[p].duoOK = true
+				c.duoPeers[1] = append(c.duoPeers[1], p)
 			}
-		}
-		if len(c.duoPeers) > duoMaxPeers {
-			c.duoPeers = nil
-		}
-		for _, p := range c.duoPeers {
-			c.peers[p].duoOK = true
 		}
 	}
 	desc, err := reg.Desc().MarshalBinary()
@@ -506,6 +517,9 @@ func (c *Conduit) mapPeer(p int, descBytes []byte, ringsOff, poolsOff, total int
 	lines := duoLines(ringsOff)
 	pr.duoOut = shm.DuoAt(c.mine.Bytes(), lines+p*shm.DuoBytes)
 	pr.duoIn = shm.DuoAt(b, lines+c.rank*shm.DuoBytes)
+	if p != c.rank && shm.Uint32At(b, offDuo).Load() == 1 {
+		c.duoPeers[0] = append(c.duoPeers[0], p) // it may ask us through its line
+	}
 	c.attachFence(pr, b) // fence.go
 	pb := shm.PoolBytes(poolBufs, poolBufSize)
 	for i := 0; i < 2; i++ {
@@ -1057,7 +1071,7 @@ func (c *Conduit) drain(qi int, g uintptr) int {
 	in.G = g
 	var m slotMeta
 	n := 0
-	if len(c.duoPeers) != 0 {
+	if len(c.duoPeers[qi]) != 0 {
 		n = c.drainDuos(qi)      // duo.go
 		if n != 0 && q.Empty() { // the usual end: nothing in the ring either
 			addOutside(&c.outside[qi], n)
