@@ -25,11 +25,11 @@ import (
 //     trip through two queues moves (the request and its reply are written
 //     by different ranks into different lines: each direction is a line
 //     written here and read there).
-//   - one-line two-word ping-pong: the pattern of an AM round trip through
-//     a duo line (internal/conduit/smp/duo.go): one line, rank 0 clears
-//     the word at +32 and stores its value at +0, rank 1 clears +0 and
-//     stores the value at +32; the line moves as in the one-word
-//     ping-pong.
+//   - one-line ping-pong: the pattern of an AM round trip through a duo
+//     line (internal/conduit/smp/duo.go): one line holding one message at
+//     a time, rank 0 writes a data word and an odd value into its word,
+//     rank 1 writes its reply (a data word, the value + 1) over it; the
+//     line moves as in the one-word ping-pong.
 //   - process switch round trip: ranks 0 and 1 pin themselves to CPU 0 for
 //     a moment and hand a word back and forth, each calling sched_yield(2)
 //     while it waits, so that every hand-off is a switch from one process
@@ -59,7 +59,7 @@ const (
 	floorTwoB   = floorTwoA + 64
 	floorYield  = floorTwoB + 64   // the process switch round trip's word
 	floorPinned = floorYield + 64  // rank 1's pinning: 1 done, 2 refused
-	floorLine   = floorPinned + 64 // the one-line ping-pong's line: words at +0 and +32
+	floorLine   = floorPinned + 64 // the one-line ping-pong's line: its word at +0, data at +8
 	floorBytes  = floorLine + 64
 	floorStop   = ^uint64(0) // ping or echo word: rank 1 stops answering
 	floorIters  = 200000
@@ -243,21 +243,21 @@ func twoLines(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 
 // oneLine measures the one-line ping-pong (rank 0 times it, rank 1
 // answers), the pattern of an AM round trip through a duo line
-// (internal/conduit/smp/duo.go): rank 0 clears the answer word (+32) and
-// stores its value in the ask word (+0) of one line; rank 1 waits for it,
-// clears the ask word and stores the value in the answer word; rank 0
-// waits for that. Each store is a release store, as the conduit's.
+// (internal/conduit/smp/duo.go): rank 0 stores a data word and then an
+// odd value in the line's word, rank 1 waits for it and writes its reply
+// over it (a data word, then the value + 1), rank 0 waits for that. Each
+// store is a release store, as the conduit's.
 func oneLine(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
-	ask, ans := shm.Uint64At(mem, floorLine), shm.Uint64At(mem, floorLine+32)
+	word, data := shm.Uint64At(mem, floorLine), shm.Uint64At(mem, floorLine+8)
 	if me == 1 {
 		for spins := 0; ; spins++ {
-			v := ask.Load()
+			v := word.Load()
 			if v == floorStop {
 				return latStats{}, nil
 			}
-			if v != 0 {
-				shm.StoreRelease64(ask, 0)
-				shm.StoreRelease64(ans, v)
+			if v&1 == 1 { // a request: the reply over it
+				shm.StoreRelease64(data, v)
+				shm.StoreRelease64(word, v+1)
 				spins = 0
 			}
 			if spins > 1<<16 {
@@ -266,22 +266,22 @@ func oneLine(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 			}
 		}
 	}
-	v := uint64(0)
+	v := uint64(1)
 	st, err := timeBatches(iters, batches, func(n int) error {
 		for range n {
-			v++
-			shm.StoreRelease64(ans, 0)
-			shm.StoreRelease64(ask, v)
-			for spins := 0; ans.Load() != v; spins++ {
+			shm.StoreRelease64(data, v)
+			shm.StoreRelease64(word, v)
+			for spins := 0; word.Load() != v+1; spins++ {
 				if spins > 1<<16 {
 					runtime.Gosched()
 					spins = 0
 				}
 			}
+			v += 2
 		}
 		return nil
 	})
-	ask.Store(floorStop)
+	word.Store(floorStop)
 	return st, err
 }
 
@@ -430,7 +430,7 @@ func (fs *floorStats) rows(res *results) {
 	fmt.Fprintf(&res.table, "floors in the same run (ranks 0 and 1, shared memory, plain atomics, no gexgo call in the loop):\n")
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-line ping-pong round trip", "8 B", "", durName(fs.two.avg), durName(fs.two.median), durName(fs.two.min))
-	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  one-line two-word ping-pong round trip", "8 B", "", durName(fs.line.avg), durName(fs.line.median), durName(fs.line.min))
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  one-line ping-pong round trip (duo line)", "8 B", "", durName(fs.line.avg), durName(fs.line.median), durName(fs.line.min))
 	name := "  process switch round trip (one CPU)"
 	if !fs.pinned {
 		name = "  yield round trip (could not pin to CPU 0)"
