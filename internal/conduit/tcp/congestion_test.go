@@ -222,7 +222,7 @@ func TestCongestionBeforeConnect(t *testing.T) {
 	}
 	mu.Unlock()
 
-	ln, err := listenCC("127.0.0.1:0", false, cc)
+	ln, err := listen("127.0.0.1:0", false, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestCongestionBeforeConnect(t *testing.T) {
 		c, _ := ln.Accept()
 		accepted <- c
 	}()
-	dc, err := dialCC(ln.Addr().String(), time.Now().Add(5*time.Second), cc)
+	dc, err := dial(ln.Addr().String(), time.Now().Add(5*time.Second), cc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestAcceptRefusesIntruder(t *testing.T) {
 	j := newFakeJob(2)
 	t1 := New(cfg)
 	t1.b, t1.rank, t1.size, t1.wake, t1.peers = &fakeBoot{rank: 1, size: 2, j: j}, 1, 2, func() {}, make([]*link, 2)
-	ln, err := listen("127.0.0.1:0", false)
+	ln, err := listen("127.0.0.1:0", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestAcceptRefusesIntruder(t *testing.T) {
 	go func() { accepted <- t1.acceptFrom([]int{0}, time.Now().Add(5*time.Second)) }()
 
 	_, err = dialAuth(ln.Addr().String(), time.Now().Add(2*time.Second),
-		&auth.Params{Secret: bytes.Repeat([]byte{6}, 32), JobID: "testjob", Rank: 0, Size: 2, Timeout: 2 * time.Second}, 1)
+		&auth.Params{Secret: bytes.Repeat([]byte{6}, 32), JobID: "testjob", Rank: 0, Size: 2, Timeout: 2 * time.Second}, 1, "")
 	var ae *auth.AuthError
 	if !errors.As(err, &ae) {
 		t.Fatalf("intruder's handshake: %v, want an authentication error", err)
@@ -97,7 +97,7 @@ func TestAcceptRefusesIntruder(t *testing.T) {
 
 	t0 := New(cfg)
 	t0.b, t0.rank, t0.size, t0.wake, t0.peers = &fakeBoot{rank: 0, size: 2, j: j}, 0, 2, func() {}, make([]*link, 2)
-	c, err := dialAuth(ln.Addr().String(), time.Now().Add(2*time.Second), t0.auth(), 1)
+	c, err := dialAuth(ln.Addr().String(), time.Now().Add(2*time.Second), t0.auth(), 1, "")
 	if err != nil {
 		t.Fatalf("rank 0's handshake: %v", err)
 	}
@@ -139,7 +139,7 @@ func TestUnreachablePeer(t *testing.T) {
 	secret := bytes.Repeat([]byte{5}, 32)
 	cfg := Config{Secret: secret, JobID: "testjob", Addr: "127.0.0.1", Timeout: 300 * time.Millisecond, MaxPayload: 1 << 16}
 	// Rank 1's "address" is a port nobody listens on.
-	ln, err := listen("127.0.0.1:0", false)
+	ln, err := listen("127.0.0.1:0", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,14 +19,10 @@ import (
 // host must name the job's chosen interface: an empty or unspecified host
 // ("", "0.0.0.0", "::") listens on every interface and is refused unless
 // allowAny, so that a rank is reachable only where the job meant it to be.
-func listen(addr string, allowAny bool) (*net.TCPListener, error) {
-	return listenCC(addr, allowAny, "")
-}
-
-// listenCC is listen with the congestion control cc ("" keeps the system's)
-// set on the listening socket, which the accepted connections inherit from
-// their first segment on (see presetCongestion).
-func listenCC(addr string, allowAny bool, cc string) (*net.TCPListener, error) {
+// The congestion control cc ("" keeps the system's) is set on the listening
+// socket, which the accepted connections inherit from their first segment
+// on (see presetCongestion).
+func listen(addr string, allowAny bool, cc string) (*net.TCPListener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen address %q: %w", addr, err)
@@ -56,13 +52,9 @@ const (
 // dial connects to addr, retrying (with backoff) while the peer is not yet
 // listening, until deadline. The returned connection has TCP_NODELAY set. The
 // error names the address, the number of attempts and the last failure.
-func dial(addr string, deadline time.Time) (*net.TCPConn, error) {
-	return dialCC(addr, deadline, "")
-}
-
-// dialCC is dial with the congestion control cc ("" keeps the system's) set
-// on the socket before it connects (see presetCongestion).
-func dialCC(addr string, deadline time.Time, cc string) (*net.TCPConn, error) {
+// The congestion control cc ("" keeps the system's) is set on the socket
+// before it connects (see presetCongestion).
+func dial(addr string, deadline time.Time, cc string) (*net.TCPConn, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	d := net.Dialer{Control: presetCongestion(cc)}
@@ -101,16 +93,11 @@ func dialCC(addr string, deadline time.Time, cc string) (*net.TCPConn, error) {
 	}
 }
 
-// dialAuth dials the rank expect at addr (retrying until deadline) and runs
-// the handshake as the dialer.
-func dialAuth(addr string, deadline time.Time, p *auth.Params, expect int) (*net.TCPConn, error) {
-	return dialAuthCC(addr, deadline, p, expect, "")
-}
-
-// dialAuthCC is dialAuth with the congestion control cc set before the
-// socket connects (see presetCongestion).
-func dialAuthCC(addr string, deadline time.Time, p *auth.Params, expect int, cc string) (*net.TCPConn, error) {
-	c, err := dialCC(addr, deadline, cc)
+// dialAuth dials the rank expect at addr (retrying until deadline), with the
+// congestion control cc set before the socket connects, and runs the
+// handshake as the dialer.
+func dialAuth(addr string, deadline time.Time, p *auth.Params, expect int, cc string) (*net.TCPConn, error) {
+	c, err := dial(addr, deadline, cc)
 	if err != nil {
 		return nil, err
 	}

@@ -15,22 +15,22 @@ import (
 
 func TestListenRejectsAllInterfaces(t *testing.T) {
 	for _, addr := range []string{":0", "0.0.0.0:0", "[::]:0", "[0:0::0]:0"} {
-		if l, err := listen(addr, false); err == nil {
+		if l, err := listen(addr, false, ""); err == nil {
 			l.Close()
 			t.Errorf("listen(%q) accepted an all-interfaces address", addr)
 		} else if !strings.Contains(err.Error(), "all interfaces") {
 			t.Errorf("listen(%q): %v", addr, err)
 		}
 	}
-	if _, err := listen("127.0.0.1", false); err == nil {
+	if _, err := listen("127.0.0.1", false, ""); err == nil {
 		t.Error("listen without a port accepted")
 	}
-	l, err := listen(":0", true)
+	l, err := listen(":0", true, "")
 	if err != nil {
 		t.Fatalf("listen(:0, allowAny): %v", err)
 	}
 	l.Close()
-	l, err = listen("127.0.0.1:0", false)
+	l, err = listen("127.0.0.1:0", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestListenRejectsAllInterfaces(t *testing.T) {
 }
 
 func TestDialRetry(t *testing.T) {
-	l, err := listen("127.0.0.1:0", false)
+	l, err := listen("127.0.0.1:0", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,11 @@ func TestDialRetry(t *testing.T) {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		c, err := dial(addr, time.Now().Add(5*time.Second))
+		c, err := dial(addr, time.Now().Add(5*time.Second), "")
 		ch <- res{c, err}
 	}()
 	time.Sleep(200 * time.Millisecond)
-	l, err = listen(addr, false)
+	l, err = listen(addr, false, "")
 	if err != nil {
 		t.Skipf("port %s taken meanwhile: %v", addr, err)
 	}
@@ -67,14 +67,14 @@ func TestDialRetry(t *testing.T) {
 }
 
 func TestDialDeadline(t *testing.T) {
-	l, err := listen("127.0.0.1:0", false)
+	l, err := listen("127.0.0.1:0", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
 	start := time.Now()
-	_, err = dial(addr, start.Add(300*time.Millisecond))
+	_, err = dial(addr, start.Add(300*time.Millisecond), "")
 	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "attempts") {
 		t.Fatalf("dial to a closed port: %v", err)
 	}
@@ -88,7 +88,7 @@ func TestDialDeadline(t *testing.T) {
 // dialer with the wrong secret and one that stalls are logged and closed; the
 // loop ends when the listener closes.
 func TestAcceptLoop(t *testing.T) {
-	l, err := listen("127.0.0.1:0", false)
+	l, err := listen("127.0.0.1:0", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +118,13 @@ func TestAcceptLoop(t *testing.T) {
 	defer stall.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for _, r := range []int{0, 2, 3} {
-		c, err := dialAuth(addr, deadline, params(r, testSecret, "j"), 1)
+		c, err := dialAuth(addr, deadline, params(r, testSecret, "j"), 1, "")
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 		c.Close()
 	}
-	if _, err := dialAuth(addr, deadline, params(0, []byte("a different secret, 32 bytes ..."), "j"), 1); reason(err) != auth.ReasonBadProof {
+	if _, err := dialAuth(addr, deadline, params(0, []byte("a different secret, 32 bytes ..."), "j"), 1, ""); reason(err) != auth.ReasonBadProof {
 		t.Fatalf("wrong secret: %v", err)
 	}
 	time.Sleep(600 * time.Millisecond) // the stalled handshake times out

@@ -228,7 +228,7 @@ func (t *Transport) maxLong() int { return max(t.cfg.MaxLong, t.cfg.MaxPayload) 
 func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func(), place func(dest uint64, n int) []byte) error {
 	t.b, t.rank, t.size, t.wake, t.place = b, b.Rank(), b.Size(), wake, place
 	t.peers = make([]*link, t.size)
-	ln, err := listenCC(net.JoinHostPort(t.cfg.Addr, "0"), false, t.cfg.Congestion)
+	ln, err := listen(net.JoinHostPort(t.cfg.Addr, "0"), false, t.cfg.Congestion)
 	if err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func (t *Transport) Start(b boot.Bootstrap, remote []bool, wake func(), place fu
 	accepted := make(chan error, 1)
 	go func() { accepted <- t.acceptFrom(lower, deadline) }()
 	for _, r := range higher {
-		c, err := dialAuthCC(string(addrs[r]), deadline, t.auth(), r, t.cfg.Congestion)
+		c, err := dialAuth(string(addrs[r]), deadline, t.auth(), r, t.cfg.Congestion)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("tcp: cannot connect to rank %d at %s within %v: %w", r, addrs[r], t.cfg.Timeout, err)
