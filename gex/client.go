@@ -58,6 +58,7 @@ type Client struct {
 	// and yields the CPU to other processes instead of the goroutine.
 	spinPolls int
 	polite    bool
+	mates     cpuMates // polite waits: where the neighbourhood's ranks run (polite.go)
 	verbose   atomic.Bool
 
 	reqTok, repTok Token // reused per delivered AM (one consumer per queue at a time)
@@ -215,7 +216,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	}
 	c.computeTopology()
 	c.spinPolls = spinPolls
-	if len(c.host) > runtime.NumCPU() {
+	if len(c.host) > hostCPUs() {
 		// GASNet's "polite" mode for overcommitted nodes: a spinning rank
 		// would hold a CPU that the rank it waits for needs.
 		c.polite, c.spinPolls = true, politeSpinPolls
@@ -241,6 +242,7 @@ func clientInit(cd conduit.Conduit, name string, flags Flags, cfg initConfig) (*
 	c.tm.ts = c.coll.team(primordialTeamID)
 	c.tm.ts.tm = c.tm
 	c.coll.initShm() // before the barrier below: peers read line 0 after it
+	c.initCPUMates()
 	c.reqTok.c, c.repTok.c, c.held.tok.c = c, c, c
 	for _, set := range [][]AMEntry{c.rmaHandlers(), c.collHandlers(), c.visHandlers(), c.memsetHandlers(), c.segHandlers()} {
 		for _, e := range set {
@@ -426,7 +428,13 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 	}
 	// A wait that ends within a few polls (an AM round trip through shared
 	// memory) is not recorded for the hang reports: that takes a lock twice.
-	for range quickPolls {
+	// A polite wait for a collective skips them: they do not advance it
+	// (the loop below does), and the member it waits for may need this CPU.
+	quick := quickPolls
+	if c.polite && ev != nil && ev.coll != nil {
+		quick = 0
+	}
+	for range quick {
 		var n int
 		if c.smp != nil {
 			n = c.smp.Poll(false) // a direct call
@@ -445,7 +453,7 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 	}
 	c.beginWait(op, ev)
 	defer c.endWait()
-	idle := 0
+	idle, spins := 0, 0
 	for !cond() {
 		if n := c.pollWait(); n > 0 {
 			c.polled(n)
@@ -483,8 +491,16 @@ func (c *Client) blockUntilEv(op string, ev *eventState, cond func() bool) error
 			if idle < c.spinPolls {
 				// runtime.Gosched with an idle P wakes another thread
 				// (futex), which then spins on the core the peer rank
-				// needs: yield rarely unless polite (sched_yield).
-				if c.polite || idle%spinYieldEvery == 0 {
+				// needs: yield rarely unless polite (sched_yield), and
+				// not while the ranks awaited run on other CPUs
+				// (polite.go).
+				switch {
+				case c.polite && c.politeSpin(ev, &spins):
+					idle-- // bounded by politeSpinMax
+				case c.polite:
+					c.yield()
+					c.noteCPU() // the scheduler may have moved this rank
+				case idle%spinYieldEvery == 0:
 					c.yield()
 				}
 			} else {

@@ -604,3 +604,42 @@ func TestShmBarrierCompletesAtInitiation(t *testing.T) {
 		}
 	})
 }
+
+// TestShmBarrierPolite: 4 ranks whose waits are polite (the rule told the
+// host has one CPU, so on any machine) pass anonymous and named barriers
+// through the shared-memory path, where a waiting rank polls instead of
+// yielding while the ranks it waits for run on other CPUs (polite.go):
+// after every barrier each rank sees every peer's count of barriers
+// entered at least at its own, and every rank's CPU word names a CPU of
+// this machine.
+func TestShmBarrierPolite(t *testing.T) {
+	runSMP(t, 4, jobOpts{segSize: 1 << 16, env: []string{"GEXGO_TEST_CPUS=1"}}, func(e *rankEnv) {
+		if !gex.Polite(e.c) {
+			e.Fatalf("4 ranks with GEXGO_TEST_CPUS=1: waits not polite")
+		}
+		e.wantPath(e.tm, "shm", "primordial team")
+		own := gex.View[int64](e.seg)
+		peers := make([][]int64, e.size)
+		for p := range peers {
+			v, err := gex.PeerView[int64](e.tm, gex.Rank(p))
+			e.Check(err, "PeerView")
+			peers[p] = v
+		}
+		for i := int64(1); i <= 3000; i++ {
+			atomic.StoreInt64(&own[0], i)
+			ev, err := e.tm.BarrierNB(0)
+			e.wait(ev, err, fmt.Sprintf("barrier %d", i))
+			for p, v := range peers {
+				if got := atomic.LoadInt64(&v[0]); got < i {
+					e.Fatalf("after barrier %d: rank %d has entered %d barriers", i, p, got)
+				}
+			}
+		}
+		namedBarriers(e, 10)
+		for p := 0; p < int(e.size); p++ {
+			if w := gex.CPUWord(e.c, p); w < 1 || w > runtime.NumCPU() {
+				e.Fatalf("rank %d's CPU word is %d, want 1..%d", p, w, runtime.NumCPU())
+			}
+		}
+	})
+}

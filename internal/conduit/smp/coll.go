@@ -17,6 +17,8 @@ import (
 // the rest of the layout is gex's.
 //
 //	0   header: magic "GXCO", version, rank, size (16 bytes; the line is reserved)
+//	16  the CPU the owner last ran on, plus 1 (0: not known), which gex's
+//	    polite waits write and read (CollAreaCPU)
 //	64  gex's layout, up to CollAreaSize
 
 const (
@@ -25,6 +27,10 @@ const (
 
 	// CollAreaHeader is where gex's part of the area starts.
 	CollAreaHeader = 64
+	// CollAreaCPU is the offset of the header's CPU word (uint32): the CPU
+	// the owner last ran on, plus 1; 0 while not known. Package gex keeps
+	// it (gex/polite.go).
+	CollAreaCPU = 16
 	// CollAreaSize is the size of every rank's collective area.
 	CollAreaSize = 320 << 10
 )
