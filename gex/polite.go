@@ -3,11 +3,9 @@ package gex
 import (
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gexgo/gexgo/internal/conduit/smp"
 	"github.com/gexgo/gexgo/internal/shm"
-	"golang.org/x/sys/unix"
 )
 
 // Polite waits for a flat shared-memory barrier (docs/coll.md, "The 4-rank
@@ -72,19 +70,10 @@ func (c *Client) initCPUMates() {
 // store only when it changed).
 func (c *Client) noteCPU() {
 	if w := c.mates.mine; w != nil {
-		if v := currentCPU(); w.Load() != v {
+		if v := shm.CurrentCPU(); w.Load() != v {
 			w.Store(v)
 		}
 	}
-}
-
-// currentCPU is getcpu(2)'s CPU plus 1, or 0 if the call failed.
-func currentCPU() uint32 {
-	var cpu, node uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0); e != 0 {
-		return 0
-	}
-	return cpu + 1
 }
 
 // cpuElsewhere reports whether a member whose CPU word holds w runs on
