@@ -2,6 +2,7 @@ package gex_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -607,11 +608,11 @@ func TestShmBarrierCompletesAtInitiation(t *testing.T) {
 
 // TestShmBarrierPolite: 4 ranks whose waits are polite (the rule told the
 // host has one CPU, so on any machine) pass anonymous and named barriers
-// through the shared-memory path, where a waiting rank polls instead of
+// and small reductions through the shared-memory path, where a waiting rank polls instead of
 // yielding while the ranks it waits for run on other CPUs (polite.go):
 // after every barrier each rank sees every peer's count of barriers
-// entered at least at its own, and every rank's CPU word names a CPU of
-// this machine.
+// entered at least at its own, every sum is right, and every rank's CPU
+// word names a CPU of this machine.
 func TestShmBarrierPolite(t *testing.T) {
 	runSMP(t, 4, jobOpts{segSize: 1 << 16, env: []string{"GEXGO_TEST_CPUS=1"}}, func(e *rankEnv) {
 		if !gex.Polite(e.c) {
@@ -636,6 +637,15 @@ func TestShmBarrierPolite(t *testing.T) {
 			}
 		}
 		namedBarriers(e, 10)
+		// Small reductions wait on the same arrive words.
+		dst := make([]byte, 8)
+		for i := uint64(1); i <= 1000; i++ {
+			ev, err := e.tm.ReduceToAllNB(dst, u64s(i*uint64(e.rank+1)), gex.DTU64, 8, 1, gex.OPAdd, nil, nil, 0)
+			e.wait(ev, err, fmt.Sprintf("ReduceToAllNB %d", i))
+			if got, want := binary.LittleEndian.Uint64(dst), i*10; got != want {
+				e.Fatalf("ReduceToAllNB %d: sum %d, want %d", i, got, want)
+			}
+		}
 		for p := 0; p < int(e.size); p++ {
 			if w := gex.CPUWord(e.c, p); w < 1 || w > runtime.NumCPU() {
 				e.Fatalf("rank %d's CPU word is %d, want 1..%d", p, w, runtime.NumCPU())

@@ -8,8 +8,8 @@ import (
 	"github.com/gexgo/gexgo/internal/shm"
 )
 
-// Polite waits for a flat shared-memory barrier (docs/coll.md, "The 4-rank
-// barrier on 2 CPUs").
+// Polite waits for a flat shared-memory barrier or small reduction
+// (docs/coll.md, "The 4-rank barrier on 2 CPUs").
 //
 // With more ranks on the host than CPUs, a waiting rank yields its CPU
 // (sched_yield) between polls, since the member it waits for may need
@@ -20,8 +20,9 @@ import (
 // this CPU sees the barrier complete. So every rank records in its
 // collective area the CPU it runs on (smp.CollAreaCPU, refreshed after
 // each yield, when the scheduler may have moved it), and a polite wait for
-// a flat barrier keeps polling without yielding while each missing member
-// last ran on another CPU. The record can be stale (a rank moved while it
+// a flat barrier (or a small reduction, which waits for the same arrive
+// words) keeps polling without yielding while each missing member last ran
+// on another CPU. The record can be stale (a rank moved while it
 // was not running), so such a spell lasts at most politeSpinMax polls.
 
 // testCPUs, if positive, replaces runtime.NumCPU in the polite rule
@@ -82,7 +83,7 @@ func cpuElsewhere(w, mine uint32) bool { return w != 0 && mine != 0 && w != mine
 
 // politeSpin reports whether a polite wait for ev should poll again
 // rather than yield: ev is the oldest pending shared-memory operation, a
-// barrier of a flat team, and every member that has not arrived at it
+// barrier or small reduction of a flat team, and every member that has not arrived at it
 // last ran on another CPU. *spins counts the wait's polls without a
 // yield; after politeSpinMax of them it yields once (and starts over).
 func (c *Client) politeSpin(ev *eventState, spins *int) bool {
@@ -100,13 +101,13 @@ func (c *Client) politeSpin(ev *eventState, spins *int) bool {
 }
 
 // missingElsewhere reports whether op is the oldest pending shared-memory
-// operation, a flat team's barrier, and at least one member has not
+// operation, a flat team's barrier or small reduction, and at least one member has not
 // arrived at it, all of them last seen on another CPU than this rank.
 func (e *collEngine) missingElsewhere(op *collOp, m *cpuMates) bool {
 	s := &e.shm
 	s.mu.Lock() // op's fields are written before it joins q and after it leaves
 	defer s.mu.Unlock()
-	if len(s.q) == 0 || s.q[0] != op || op.kind != kindBarrier || op.ts.shm.hier {
+	if len(s.q) == 0 || s.q[0] != op || op.kind != kindBarrier && !op.small || op.ts.shm.hier {
 		return false
 	}
 	st := op.ts.shm

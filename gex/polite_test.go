@@ -69,7 +69,8 @@ func (f *politeFixture) setCPUs(w ...uint32) {
 // TestPoliteSpin: a polite wait for a flat barrier keeps polling while
 // every member missing last ran on another CPU, and yields when one of
 // them shares this rank's CPU, when a CPU is not known, when the barrier
-// is not the oldest pending operation or is hierarchical, when the wait
+// is not the oldest pending operation, a broadcast or hierarchical (a
+// small reduction counts as a barrier), when the wait
 // is not for a collective, and after politeSpinMax polls in a row.
 func TestPoliteSpin(t *testing.T) {
 	for _, tc := range []struct {
@@ -91,7 +92,8 @@ func TestPoliteSpin(t *testing.T) {
 		{name: "not-oldest", set: func(f *politeFixture) {
 			f.c.coll.shm.q = []*collOp{{ts: f.op.ts, seq: 4, kind: kindBarrier, shm: true}, f.op}
 		}},
-		{name: "not-barrier", set: func(f *politeFixture) { f.op.kind = kindBcast }},
+		{name: "broadcast", set: func(f *politeFixture) { f.op.kind = kindBcast }},
+		{name: "small-reduction", set: func(f *politeFixture) { f.op.kind, f.op.small = kindReduceAll, true }, want: true},
 		{name: "hierarchical", set: func(f *politeFixture) { f.st.hier = true }},
 		{name: "not-polite", set: func(f *politeFixture) { f.c.mates = cpuMates{} }},
 		{name: "not-collective", ev: func(*politeFixture) *eventState { return &eventState{} }},
