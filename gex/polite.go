@@ -22,11 +22,13 @@ import (
 // each yield, when the scheduler may have moved it), and a polite wait for
 // a flat barrier (or a small reduction, which waits for the same arrive
 // words) keeps polling without yielding while each missing member last ran
-// on another CPU. The record can be stale (a rank moved while it
-// was not running), so such a spell lasts at most politeSpinMax polls.
+// on another CPU. The record can be stale (a rank moved while it was not
+// running), so such a spell lasts at most politeSpinMax polls. Several
+// goroutines of a rank may wait at once, on different threads: the word
+// then holds the CPU of whichever noted it last, a hint either way.
 
 // testCPUs, if positive, replaces runtime.NumCPU in the polite rule
-// (tests: export_test.go).
+// (tests: export_polite_test.go).
 var testCPUs int
 
 // hostCPUs is how many CPUs the ranks of this host share, as far as the
@@ -83,9 +85,10 @@ func cpuElsewhere(w, mine uint32) bool { return w != 0 && mine != 0 && w != mine
 
 // politeSpin reports whether a polite wait for ev should poll again
 // rather than yield: ev is the oldest pending shared-memory operation, a
-// barrier or small reduction of a flat team, and every member that has not arrived at it
-// last ran on another CPU. *spins counts the wait's polls without a
-// yield; after politeSpinMax of them it yields once (and starts over).
+// barrier or small reduction of a flat team, and every member that has
+// not arrived at it last ran on another CPU. *spins counts the wait's
+// polls without a yield; after politeSpinMax of them it yields once (and
+// starts over).
 func (c *Client) politeSpin(ev *eventState, spins *int) bool {
 	m := &c.mates
 	if m.mine == nil || ev == nil || ev.coll == nil || *spins >= politeSpinMax {
@@ -101,8 +104,9 @@ func (c *Client) politeSpin(ev *eventState, spins *int) bool {
 }
 
 // missingElsewhere reports whether op is the oldest pending shared-memory
-// operation, a flat team's barrier or small reduction, and at least one member has not
-// arrived at it, all of them last seen on another CPU than this rank.
+// operation, a flat team's barrier or small reduction, and at least one
+// member has not arrived at it, all of them last seen on another CPU than
+// this rank.
 func (e *collEngine) missingElsewhere(op *collOp, m *cpuMates) bool {
 	s := &e.shm
 	s.mu.Lock() // op's fields are written before it joins q and after it leaves
