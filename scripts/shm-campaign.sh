@@ -110,6 +110,7 @@ row "  local atomic add avg (ns)" "~2" atomic xadd64 8 avg 1000
 row "U64 FADD flood median (M ops/s)" 106 atomic fadd-flood-u64 8 median 1
 row "AM Short RT avg (us)" 0.267 am am-Short 0 avg 1
 row "AM Short one-way flood (M msg/s)" 14.5 amping - - - 1
+row "  floor: one-way ring flood median (us per message)" "-" am floor-ringflood 8 median 1
 row "AM Medium RT 8 B avg (us)" 0.284 am am-Medium 8 avg 1
 row "AM Medium RT 4 KiB avg (us)" 0.548 am am-Medium 4096 avg 1
 row "AM Medium RT 64 KiB avg (us)" 4.44 am am-Medium 65536 avg 1

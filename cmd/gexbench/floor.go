@@ -39,6 +39,13 @@ import (
 //   - flag barrier: ranks 0 and 1 each store the barrier's number in their
 //     own line and wait until the other's line holds it: the floor under a
 //     2-rank barrier.
+//   - one-way ring flood: rank 0 writes messages into a ring of 256
+//     64-byte slots in its segment (a data word, then the slot's word set
+//     to the message's number, release stores), rank 1 reads each one and
+//     stores its position in a line of its own every 32 messages, and
+//     rank 0 writes a slot only once rank 1 has passed it: one line per
+//     message from producer to consumer, the floor under the AM one-way
+//     flood (a time per message; its inverse is the rate).
 //   - copy echo (4 KiB and 64 KiB): rank 0 copies n bytes from a buffer in
 //     its heap into buffer A in shared memory and stores an odd value in a
 //     word, rank 1 copies A into a second shared buffer B and answers with
@@ -65,9 +72,14 @@ const (
 	floorIters  = 200000
 	// The copy echo's buffers A and B, each echoSizes' largest, from
 	// floorBufA on (page aligned, as the pool's buffers are line aligned).
-	floorBufA     = 4096
-	floorEchoMax  = 64 << 10
-	floorSegBytes = floorBufA + 2*floorEchoMax
+	floorBufA    = 4096
+	floorEchoMax = 64 << 10
+	// The ring flood's slots, then rank 1's position line.
+	floorRing        = floorBufA + 2*floorEchoMax
+	floorRingSlots   = 256
+	floorRingPublish = 32 // rank 1 stores its position every this many messages
+	floorRingHead    = floorRing + floorRingSlots*64
+	floorSegBytes    = floorRingHead + 64
 )
 
 // echoSizes are the copy echo's sizes: the Medium rows issue 15 compares.
@@ -79,6 +91,7 @@ type floorStats struct {
 	ping, flag latStats
 	two        latStats // two-line ping-pong
 	line       latStats // one-line ping-pong (the duo line's pattern)
+	flood      latStats // one-way ring flood, per message
 	yield      latStats // process switch round trip on one CPU
 	pinned     bool     // both ranks ran the switch round trip on CPU 0
 	echo       [len(echoSizes)]latStats
@@ -107,6 +120,7 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		if peer.Local != nil && len(seg.Bytes()) >= floorSegBytes {
 			mem = seg.Bytes()
 			clear(mem[:floorBytes])
+			clear(mem[floorRing:floorSegBytes]) // the ring flood's words and rank 1's position
 		}
 	case 1:
 		bs, ev, err := tm.QueryBoundSegmentNB(0, 0)
@@ -163,6 +177,9 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		return nil, err
 	}
 	if fs.two, err = twoLines(iters, cfg.batches, mem, me); err != nil {
+		return nil, err
+	}
+	if fs.flood, err = ringFlood(iters, cfg.batches, mem, me); err != nil {
 		return nil, err
 	}
 	if err := copyEcho(cfg, fs, mem, me); err != nil {
@@ -282,6 +299,58 @@ func oneLine(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 		return nil
 	})
 	word.Store(floorStop)
+	return st, err
+}
+
+// ringFlood measures the one-way ring flood (rank 0 produces and times
+// it, rank 1 consumes): message i goes into slot i mod floorRingSlots, its
+// data word first, then its number into the slot's word; rank 0 writes it
+// only once rank 1's published position shows the slot's previous message
+// read. After the timed messages a message whose data word is floorStop
+// ends rank 1's loop.
+func ringFlood(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
+	slot := func(i uint64) (word, data *atomic.Uint64) {
+		o := floorRing + int(i%floorRingSlots)*64
+		return shm.Uint64At(mem, o), shm.Uint64At(mem, o+8)
+	}
+	head := shm.Uint64At(mem, floorRingHead)
+	if me == 1 {
+		for i := uint64(1); ; i++ {
+			word, data := slot(i)
+			for spins := 0; word.Load() != i; spins++ {
+				if spins > 1<<16 {
+					runtime.Gosched()
+					spins = 0
+				}
+			}
+			if data.Load() == floorStop {
+				return latStats{}, nil
+			}
+			if i%floorRingPublish == 0 {
+				shm.StoreRelease64(head, i)
+			}
+		}
+	}
+	i, seen := uint64(0), uint64(0)
+	send := func(v uint64) {
+		i++
+		for spins := 0; i >= seen+floorRingSlots; spins++ {
+			if seen = head.Load(); spins > 1<<16 {
+				runtime.Gosched()
+				spins = 0
+			}
+		}
+		word, data := slot(i)
+		shm.StoreRelease64(data, v)
+		shm.StoreRelease64(word, i)
+	}
+	st, err := timeBatches(iters, batches, func(n int) error {
+		for range n {
+			send(i)
+		}
+		return nil
+	})
+	send(floorStop)
 	return st, err
 }
 
@@ -417,7 +486,8 @@ func answerPings(ping *atomic.Uint64, work func()) {
 }
 
 // rows adds the floors to res: the table lines and the CSV rows
-// floor-pingpong, floor-twoline, floor-flagbarrier, floor-copyecho and,
+// floor-pingpong, floor-twoline, floor-oneline, floor-ringflood,
+// floor-flagbarrier, floor-copyecho and,
 // where both ranks could pin to CPU 0, floor-switch (path shm).
 func (fs *floorStats) rows(res *results) {
 	if fs == nil {
@@ -431,6 +501,7 @@ func (fs *floorStats) rows(res *results) {
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  cache-line ping-pong round trip", "8 B", "", durName(fs.ping.avg), durName(fs.ping.median), durName(fs.ping.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  two-line ping-pong round trip", "8 B", "", durName(fs.two.avg), durName(fs.two.median), durName(fs.two.min))
 	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  one-line ping-pong round trip (duo line)", "8 B", "", durName(fs.line.avg), durName(fs.line.median), durName(fs.line.min))
+	fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  one-way ring flood (per message)", "8 B", "", durName(fs.flood.avg), durName(fs.flood.median), durName(fs.flood.min))
 	name := "  process switch round trip (one CPU)"
 	if !fs.pinned {
 		name = "  yield round trip (could not pin to CPU 0)"
@@ -443,6 +514,7 @@ func (fs *floorStats) rows(res *results) {
 	res.latRows("floor-pingpong", "shm", 8, fs.ping)
 	res.latRows("floor-twoline", "shm", 8, fs.two)
 	res.latRows("floor-oneline", "shm", 8, fs.line)
+	res.latRows("floor-ringflood", "shm", 8, fs.flood)
 	res.latRows("floor-flagbarrier", "shm", 0, fs.flag)
 	if fs.pinned {
 		res.latRows("floor-switch", "shm", 0, fs.yield)

@@ -11,7 +11,7 @@ import (
 
 // TestFloors: `gexbench floor`, `am` and `barrier` print the shared-memory
 // floors of the same run (rows floor-pingpong, floor-twoline,
-// floor-flagbarrier, floor-copyecho of 4 KiB and 64 KiB, and floor-switch
+// floor-oneline, floor-ringflood, floor-flagbarrier, floor-copyecho of 4 KiB and 64 KiB, and floor-switch
 // where ranks may pin to CPU 0; path shm, avg/median/min in us) when
 // rank 1's segment is mapped into rank 0, and print no floor rows when it is
 // not; the table of `gexbench floor` names the floors, or says why there are
@@ -41,6 +41,7 @@ func TestFloors(t *testing.T) {
 				n := wantRows(t, rows, []string{"floor-pingpong"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-twoline"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-oneline"}, "shm", []int{8}, lat)
+				n += wantRows(t, rows, []string{"floor-ringflood"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-flagbarrier"}, "shm", []int{0}, lat)
 				n += wantRows(t, rows, []string{"floor-copyecho"}, "shm", []int{4096, 65536}, lat)
 				if canPinCPU0() { // the ranks can too: the switch round trip ran on one CPU
@@ -52,7 +53,7 @@ func TestFloors(t *testing.T) {
 				if bench == "floor" && len(rows) != n {
 					t.Errorf("floor printed %d rows, want only the %d floor rows:\n%s", len(rows), n, out)
 				}
-				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-oneline,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-switch,shm,0,"} {
+				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-oneline,shm,8,", "floor-ringflood,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-switch,shm,0,"} {
 					if rows[b+"min"] > rows[b+"median"] {
 						t.Errorf("%s: min %v > median %v", b, rows[b+"min"], rows[b+"median"])
 					}

@@ -80,8 +80,8 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
   am      Active Message round trips, as testam: a Short, then Mediums and Longs
           (into rank 1's segment) of the swept sizes up to the AM limits, each
           answered from the handler by a reply of the same kind (-iters default
-          20000); with the cache-line ping-pong, two-line ping-pong and copy
-          echo floors of the same run (floor)
+          20000); with the cache-line, two-line and one-line ping-pong, ring
+          flood and copy echo floors of the same run (floor)
   barrier BarrierNB + Wait over all ranks of the job, back to back; with the
           two-process flag barrier and process switch floors of the same run
           (below)
@@ -91,7 +91,12 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
           write; printed with am as its reference), a two-line ping-pong
           round trip (rank 0 writes line A, rank 1 waits for it and writes
           line B, rank 0 waits for B: a request line and a reply line, as an
-          AM round trip moves at least), a process switch round trip
+          AM round trip moves at least), a one-line ping-pong (a message
+          and its reply written over it in one line, as the duo lines), a
+          one-way ring flood (rank 0 writes messages into a ring of 256
+          64-byte slots, rank 1 reads them and publishes its position every
+          32: the time per message under the AM one-way flood; row
+          floor-ringflood), a process switch round trip
           (ranks 0 and 1 pinned to CPU 0 for the moment hand a word back and
           forth, calling sched_yield while they wait: two process switches,
           the floor under a barrier of more ranks than CPUs; row floor-switch,
