@@ -40,12 +40,12 @@ import (
 //     own line and wait until the other's line holds it: the floor under a
 //     2-rank barrier.
 //   - one-way ring flood: rank 0 writes messages into a ring of 256
-//     64-byte slots in its segment (a data word, then the slot's word set
-//     to the message's number, release stores), rank 1 reads each one and
-//     stores its position in a line of its own every 32 messages, and
-//     rank 0 writes a slot only once rank 1 has passed it: one line per
-//     message from producer to consumer, the floor under the AM one-way
-//     flood (a time per message; its inverse is the rate).
+//     64-byte slots in its segment (the message's number into the slot's
+//     word, a release store), rank 1 waits for each one and stores its
+//     position in a line of its own every 32 messages, and rank 0 writes a
+//     slot only once rank 1 has passed it: one line per message from
+//     producer to consumer, the floor under the AM one-way flood (a time
+//     per message; its inverse is the rate).
 //   - copy echo (4 KiB and 64 KiB): rank 0 copies n bytes from a buffer in
 //     its heap into buffer A in shared memory and stores an odd value in a
 //     word, rank 1 copies A into a second shared buffer B and answers with
@@ -79,7 +79,8 @@ const (
 	floorRingSlots   = 256
 	floorRingPublish = 32 // rank 1 stores its position every this many messages
 	floorRingHead    = floorRing + floorRingSlots*64
-	floorSegBytes    = floorRingHead + 64
+	floorRingStop    = floorRingHead + 64
+	floorSegBytes    = floorRingStop + 64
 )
 
 // echoSizes are the copy echo's sizes: the Medium rows issue 15 compares.
@@ -120,7 +121,7 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		if peer.Local != nil && len(seg.Bytes()) >= floorSegBytes {
 			mem = seg.Bytes()
 			clear(mem[:floorBytes])
-			clear(mem[floorRing:floorSegBytes]) // the ring flood's words and rank 1's position
+			clear(mem[floorRing:floorSegBytes]) // the ring flood's words, rank 1's position, the stop word
 		}
 	case 1:
 		bs, ev, err := tm.QueryBoundSegmentNB(0, 0)
@@ -303,28 +304,29 @@ func oneLine(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 }
 
 // ringFlood measures the one-way ring flood (rank 0 produces and times
-// it, rank 1 consumes): message i goes into slot i mod floorRingSlots, its
-// data word first, then its number into the slot's word; rank 0 writes it
-// only once rank 1's published position shows the slot's previous message
-// read. After the timed messages a message whose data word is floorStop
-// ends rank 1's loop.
+// it, rank 1 consumes): message i is its number stored (a release store)
+// into the word of slot i mod floorRingSlots, which rank 0 writes only
+// once rank 1's published position shows the slot's previous message
+// read. The loops touch nothing else per message. After the timed
+// messages rank 0 sets the stop word, which rank 1 reads only once it has
+// waited a while for a message.
 func ringFlood(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
-	slot := func(i uint64) (word, data *atomic.Uint64) {
-		o := floorRing + int(i%floorRingSlots)*64
-		return shm.Uint64At(mem, o), shm.Uint64At(mem, o+8)
+	var words [floorRingSlots]*atomic.Uint64
+	for k := range words {
+		words[k] = shm.Uint64At(mem, floorRing+64*k)
 	}
-	head := shm.Uint64At(mem, floorRingHead)
+	head, stop := shm.Uint64At(mem, floorRingHead), shm.Uint64At(mem, floorRingStop)
 	if me == 1 {
 		for i := uint64(1); ; i++ {
-			word, data := slot(i)
-			for spins := 0; word.Load() != i; spins++ {
+			w := words[i%floorRingSlots]
+			for spins := 0; w.Load() != i; spins++ {
+				if spins > 1<<10 && stop.Load() == floorStop {
+					return latStats{}, nil
+				}
 				if spins > 1<<16 {
 					runtime.Gosched()
 					spins = 0
 				}
-			}
-			if data.Load() == floorStop {
-				return latStats{}, nil
 			}
 			if i%floorRingPublish == 0 {
 				shm.StoreRelease64(head, i)
@@ -332,25 +334,20 @@ func ringFlood(iters, batches int, mem []byte, me gex.Rank) (latStats, error) {
 		}
 	}
 	i, seen := uint64(0), uint64(0)
-	send := func(v uint64) {
-		i++
-		for spins := 0; i >= seen+floorRingSlots; spins++ {
-			if seen = head.Load(); spins > 1<<16 {
-				runtime.Gosched()
-				spins = 0
-			}
-		}
-		word, data := slot(i)
-		shm.StoreRelease64(data, v)
-		shm.StoreRelease64(word, i)
-	}
 	st, err := timeBatches(iters, batches, func(n int) error {
 		for range n {
-			send(i)
+			i++
+			for spins := 0; i >= seen+floorRingSlots; spins++ {
+				if seen = head.Load(); spins > 1<<16 {
+					runtime.Gosched()
+					spins = 0
+				}
+			}
+			shm.StoreRelease64(words[i%floorRingSlots], i)
 		}
 		return nil
 	})
-	send(floorStop)
+	stop.Store(floorStop)
 	return st, err
 }
 
