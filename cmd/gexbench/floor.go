@@ -35,7 +35,7 @@ import (
 //     while it waits, so that every hand-off is a switch from one process
 //     to the other on that CPU: the floor under a barrier of more ranks
 //     than CPUs (each rank must run once per barrier, so each CPU switches
-//     processes at least twice).
+//     processes at least once per barrier: half a round trip).
 //   - flag barrier: ranks 0 and 1 each store the barrier's number in their
 //     own line and wait until the other's line holds it: the floor under a
 //     2-rank barrier.
