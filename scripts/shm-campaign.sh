@@ -2,7 +2,8 @@
 # shm-campaign.sh: issue 15's rows (shared memory, C GASNet-EX smp against
 # gexgo smp, ../shared/notes/perf-anchors.md) for one or more builds,
 # interleaved round by round, every round ONE run under the exclusive
-# benchmark lock with the floors (cache-line ping-pong, flag barrier, copy())
+# benchmark lock with the floors (cache-line ping-pong, flag barrier, copy(),
+# copy echo, the one-rank copy of 64 KiB and 1 MiB)
 # measured by the same jobs. Per row it prints, for each build, the range
 # over the rounds of the figure the reference campaign used (gexbench -csv's
 # avg for latencies, median for rates; the AM flood from examples/amping
@@ -121,6 +122,8 @@ row "  floor: cache-line ping-pong RT median (us)" "0.108-0.123" am floor-pingpo
 row "  floor: two-line ping-pong RT median (us)" "-" am floor-twoline 8 median 1
 row "  floor: copy echo 4 KiB median (us)" "-" am floor-copyecho 4096 median 1
 row "  floor: copy echo 64 KiB median (us)" "-" am floor-copyecho 65536 median 1
+row "  floor: copy() 64 KiB in one heap median (us)" "-" am floor-copy 65536 median 1
+row "  floor: copy() 1 MiB in one heap median (us)" "23.3 (memcpy 45 GB/s)" am floor-copy 1048576 median 1
 row "barrier 2 ranks avg (us)" 0.219 barrier2 barrier-Barrier 0 avg 1
 row "  floor: flag barrier median (us)" 0.062 barrier2 floor-flagbarrier 0 median 1
 row "barrier 4 ranks avg (us)" 3.85 barrier4 barrier-Barrier 0 avg 1

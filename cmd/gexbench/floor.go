@@ -46,6 +46,13 @@ import (
 //     slot only once rank 1 has passed it: one line per message from
 //     producer to consumer, the floor under the AM one-way flood (a time
 //     per message; its inverse is the rate).
+//   - copy (64 KiB and 1 MiB): rank 0 alone copies n bytes between two
+//     buffers in its heap with copy(), over and over (both stay in its
+//     caches): the machine's memcpy speed, which sets the bulk rows (the
+//     Medium and Long payload copies, the 1 MiB broadcast) and tells this
+//     machine from the reference one (../shared/notes/perf-anchors.md:
+//     memcpy of 1 MiB at 45 GB/s there). Rank 1 meanwhile waits for the
+//     ping-pong, on its own CPU.
 //   - copy echo (4 KiB and 64 KiB): rank 0 copies n bytes from a buffer in
 //     its heap into buffer A in shared memory and stores an odd value in a
 //     word, rank 1 copies A into a second shared buffer B and answers with
@@ -86,6 +93,16 @@ const (
 // echoSizes are the copy echo's sizes: the Medium rows issue 15 compares.
 var echoSizes = [...]int{4 << 10, floorEchoMax}
 
+// copySizes are the one-rank copy's sizes: the largest Medium payload and
+// the broadcast issue 15 compares. copyFloorBytes is what each copies in
+// all (at least copyFloorMin copies).
+var copySizes = [...]int{floorEchoMax, 1 << 20}
+
+const (
+	copyFloorBytes = 256 << 20
+	copyFloorMin   = 100
+)
+
 // floorStats are the floors of one run; ok is false where ranks 0 and 1 do
 // not share memory (why says so).
 type floorStats struct {
@@ -96,6 +113,7 @@ type floorStats struct {
 	yield      latStats // process switch round trip on one CPU
 	pinned     bool     // both ranks ran the switch round trip on CPU 0
 	echo       [len(echoSizes)]latStats
+	copy       [len(copySizes)]latStats // rank 0's alone; zero on rank 1
 	ok         bool
 	why        string
 }
@@ -153,6 +171,9 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 	ping := shm.Uint64At(mem, floorPing)
 	var err error
 	if me == 0 {
+		if fs.copy, err = copyFloor(cfg.batches); err != nil {
+			return nil, err
+		}
 		v := uint64(1)
 		fs.ping, err = timeBatches(iters, cfg.batches, func(n int) error {
 			for range n {
@@ -218,6 +239,27 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 		fillPattern(mem[:floorSegBytes], 0) // the segment as the other benchmarks expect it
 	}
 	return fs, nil
+}
+
+// copyFloor times copy() of each of copySizes between two buffers of this
+// rank's heap (rank 0's; rank 1 is waiting for the ping-pong meanwhile).
+func copyFloor(batches int) ([len(copySizes)]latStats, error) {
+	var st [len(copySizes)]latStats
+	for k, n := range copySizes {
+		src, dst := make([]byte, n), make([]byte, n)
+		fillPattern(src, 0)
+		var err error
+		if st[k], err = timeBatches(max(copyFloorMin, copyFloorBytes/n), batches, func(i int) error {
+			copyLoop(dst, src, i)
+			return nil
+		}); err != nil {
+			return st, err
+		}
+		if !bytes.Equal(dst, src) {
+			return st, fmt.Errorf("copy floor: the %d-byte copy does not match its source", n)
+		}
+	}
+	return st, nil
 }
 
 // twoLines measures the two-line ping-pong (rank 0 times it, rank 1
@@ -484,7 +526,7 @@ func answerPings(ping *atomic.Uint64, work func()) {
 
 // rows adds the floors to res: the table lines and the CSV rows
 // floor-pingpong, floor-twoline, floor-oneline, floor-ringflood,
-// floor-flagbarrier, floor-copyecho and,
+// floor-flagbarrier, floor-copyecho, floor-copy (path local) and,
 // where both ranks could pin to CPU 0, floor-switch (path shm).
 func (fs *floorStats) rows(res *results) {
 	if fs == nil {
@@ -508,6 +550,9 @@ func (fs *floorStats) rows(res *results) {
 	for k, n := range echoSizes {
 		fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s\n", "  copy echo round trip (copy(), heap->A->B)", sizeName(n), "", durName(fs.echo[k].avg), durName(fs.echo[k].median), durName(fs.echo[k].min))
 	}
+	for k, n := range copySizes {
+		fmt.Fprintf(&res.table, "%-44s %10s %8s %12s %12s %12s  (median %.1f GB/s)\n", "  copy() in one rank's heap", sizeName(n), "", durName(fs.copy[k].avg), durName(fs.copy[k].median), durName(fs.copy[k].min), float64(n)/fs.copy[k].median)
+	}
 	res.latRows("floor-pingpong", "shm", 8, fs.ping)
 	res.latRows("floor-twoline", "shm", 8, fs.two)
 	res.latRows("floor-oneline", "shm", 8, fs.line)
@@ -518,6 +563,9 @@ func (fs *floorStats) rows(res *results) {
 	}
 	for k, n := range echoSizes {
 		res.latRows("floor-copyecho", "shm", n, fs.echo[k])
+	}
+	for k, n := range copySizes {
+		res.latRows("floor-copy", "local", n, fs.copy[k])
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // TestFloors: `gexbench floor`, `am` and `barrier` print the shared-memory
 // floors of the same run (rows floor-pingpong, floor-twoline,
 // floor-oneline, floor-ringflood, floor-flagbarrier, floor-copyecho of 4 KiB and 64 KiB, and floor-switch
-// where ranks may pin to CPU 0; path shm, avg/median/min in us) when
+// where ranks may pin to CPU 0; path shm, avg/median/min in us; and
+// floor-copy of 64 KiB and 1 MiB, path local) when
 // rank 1's segment is mapped into rank 0, and print no floor rows when it is
 // not; the table of `gexbench floor` names the floors, or says why there are
 // none.
@@ -44,6 +45,7 @@ func TestFloors(t *testing.T) {
 				n += wantRows(t, rows, []string{"floor-ringflood"}, "shm", []int{8}, lat)
 				n += wantRows(t, rows, []string{"floor-flagbarrier"}, "shm", []int{0}, lat)
 				n += wantRows(t, rows, []string{"floor-copyecho"}, "shm", []int{4096, 65536}, lat)
+				n += wantRows(t, rows, []string{"floor-copy"}, "local", []int{65536, 1 << 20}, lat)
 				if canPinCPU0() { // the ranks can too: the switch round trip ran on one CPU
 					n += wantRows(t, rows, []string{"floor-switch"}, "shm", []int{0}, lat)
 				}
@@ -53,7 +55,7 @@ func TestFloors(t *testing.T) {
 				if bench == "floor" && len(rows) != n {
 					t.Errorf("floor printed %d rows, want only the %d floor rows:\n%s", len(rows), n, out)
 				}
-				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-oneline,shm,8,", "floor-ringflood,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-switch,shm,0,"} {
+				for _, b := range []string{"floor-pingpong,shm,8,", "floor-twoline,shm,8,", "floor-oneline,shm,8,", "floor-ringflood,shm,8,", "floor-flagbarrier,shm,0,", "floor-copyecho,shm,4096,", "floor-copyecho,shm,65536,", "floor-copy,local,65536,", "floor-copy,local,1048576,", "floor-switch,shm,0,"} {
 					if rows[b+"min"] > rows[b+"median"] {
 						t.Errorf("%s: min %v > median %v", b, rows[b+"min"], rows[b+"median"])
 					}
@@ -65,7 +67,7 @@ func TestFloors(t *testing.T) {
 			if spmdtest.InRank() {
 				return
 			}
-			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "one-line ping-pong round trip (duo line)", "round trip (", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)"}
+			want := []string{"cache-line ping-pong round trip", "two-line ping-pong round trip", "one-line ping-pong round trip (duo line)", "round trip (", "two-process flag barrier", "copy echo round trip (copy(), heap->A->B)", "copy() in one rank's heap"}
 			if p.name == "smp-am" {
 				want = []string{"floor: rank 1's segment is not mapped"}
 			}
