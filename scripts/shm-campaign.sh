@@ -3,7 +3,8 @@
 # gexgo smp, ../shared/notes/perf-anchors.md) for one or more builds,
 # interleaved round by round, every round ONE run under the exclusive
 # benchmark lock with the floors (cache-line ping-pong, flag barrier, copy(),
-# copy echo, the one-rank copy of 64 KiB and 1 MiB)
+# copy echo, the one-rank copy of 64 KiB and 1 MiB, and where a C compiler is
+# installed the same copies with glibc's memcpy: scripts/cfloor.c)
 # measured by the same jobs. Per row it prints, for each build, the range
 # over the rounds of the figure the reference campaign used (gexbench -csv's
 # avg for latencies, median for rates; the AM flood from examples/amping
@@ -21,6 +22,13 @@ ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-$(mktemp -d /tmp/shm-campaign.XXXXXX)}
 LOCK=${LOCK:-/tmp/bench.lock}
 mkdir -p "$OUT"
+
+# The C copy floors (scripts/cfloor.c, glibc's memcpy), where a C compiler is
+# installed: the same copies with C's memcpy, in every build's round.
+CFLOOR=""
+if command -v cc >/dev/null 2>&1 && cc -O2 -o "$OUT/cfloor" "$(dirname "$0")/cfloor.c"; then
+	CFLOOR="$OUT/cfloor"
+fi
 
 # one_round R: every job of round R for every build, into $OUT/R-B-NAME.csv.
 one_round() {
@@ -46,6 +54,10 @@ one_round() {
 		run flood 2 flood -reuse -min 4096 -max 4194304
 		"$bin/gexrun" --timeout 120s -n 2 "$bin/amping" -oneway >"$OUT/$r-$b-amping.txt" 2>&1 ||
 			echo "shm-campaign: round $r build $b amping failed" >&2
+		if [ -n "$CFLOOR" ]; then
+			timeout 120 "$CFLOOR" >"$OUT/$r-$b-cfloor.csv" 2>&1 ||
+				echo "shm-campaign: round $r build $b cfloor failed" >&2
+		fi
 	done
 }
 
@@ -123,7 +135,10 @@ row "  floor: two-line ping-pong RT median (us)" "-" am floor-twoline 8 median 1
 row "  floor: copy echo 4 KiB median (us)" "-" am floor-copyecho 4096 median 1
 row "  floor: copy echo 64 KiB median (us)" "-" am floor-copyecho 65536 median 1
 row "  floor: copy() 64 KiB in one heap median (us)" "-" am floor-copy 65536 median 1
-row "  floor: copy() 1 MiB in one heap median (us)" "23.3 (memcpy 45 GB/s)" am floor-copy 1048576 median 1
+row "  floor: copy() 1 MiB (256 KiB pieces) in one heap median (us)" "23.3 (memcpy 45 GB/s)" am floor-copy 1048576 median 1
+row "  C floor: memcpy echo 4 KiB median (us)" "-" cfloor cfloor-memcpyecho 4096 median 1
+row "  C floor: memcpy echo 64 KiB median (us)" "-" cfloor cfloor-memcpyecho 65536 median 1
+row "  C floor: memcpy 1 MiB in one heap median (us)" "23.3 (memcpy 45 GB/s)" cfloor cfloor-memcpy 1048576 median 1
 row "barrier 2 ranks avg (us)" 0.219 barrier2 barrier-Barrier 0 avg 1
 row "  floor: flag barrier median (us)" 0.062 barrier2 floor-flagbarrier 0 median 1
 row "barrier 4 ranks avg (us)" 3.85 barrier4 barrier-Barrier 0 avg 1

@@ -47,12 +47,17 @@ import (
 //     producer to consumer, the floor under the AM one-way flood (a time
 //     per message; its inverse is the rate).
 //   - copy (64 KiB and 1 MiB): rank 0 alone copies n bytes between two
-//     buffers in its heap with copy(), over and over (both stay in its
-//     caches): the machine's memcpy speed, which sets the bulk rows (the
-//     Medium and Long payload copies, the 1 MiB broadcast) and tells this
-//     machine from the reference one (../shared/notes/perf-anchors.md:
-//     memcpy of 1 MiB at 45 GB/s there). Rank 1 meanwhile waits for the
-//     ping-pong, on its own CPU.
+//     buffers in its heap with copy(), over and over, in pieces of at most
+//     256 KiB (both buffers stay in its caches): the machine's memcpy
+//     speed, which sets the bulk rows (the Medium and Long payload copies,
+//     the 1 MiB broadcast) and tells this machine from the reference one
+//     (../shared/notes/perf-anchors.md: memcpy of 1 MiB at 45 GB/s there).
+//     The pieces are the library's (gex's copyMapped): Go's memmove
+//     switches to non-temporal stores from 1 MiB, which write the bytes to
+//     memory at about 27 GB/s here where glibc's memcpy of 1 MiB, and
+//     copy() of 256 KiB pieces, stay in the cache at 42-48 GB/s (docs/am.md,
+//     "A copy floor beside the bulk rows"). Rank 1 meanwhile waits for
+//     the ping-pong, on its own CPU.
 //   - copy echo (4 KiB and 64 KiB): rank 0 copies n bytes from a buffer in
 //     its heap into buffer A in shared memory and stores an odd value in a
 //     word, rank 1 copies A into a second shared buffer B and answers with
@@ -95,12 +100,14 @@ var echoSizes = [...]int{4 << 10, floorEchoMax}
 
 // copySizes are the one-rank copy's sizes: the largest Medium payload and
 // the broadcast issue 15 compares. copyFloorBytes is what each copies in
-// all (at least copyFloorMin copies).
+// all (at least copyFloorMin copies), in pieces of at most copyFloorPiece
+// bytes (below memmove's non-temporal switch, as gex copies).
 var copySizes = [...]int{floorEchoMax, 1 << 20}
 
 const (
 	copyFloorBytes = 256 << 20
 	copyFloorMin   = 100
+	copyFloorPiece = 256 << 10
 )
 
 // floorStats are the floors of one run; ok is false where ranks 0 and 1 do
@@ -242,7 +249,8 @@ func runFloors(cfg *config, tm *gex.TM, seg *gex.Segment, barrier func() error) 
 }
 
 // copyFloor times copy() of each of copySizes between two buffers of this
-// rank's heap (rank 0's; rank 1 is waiting for the ping-pong meanwhile).
+// rank's heap, in pieces of at most copyFloorPiece bytes (rank 0's; rank 1
+// is waiting for the ping-pong meanwhile).
 func copyFloor(batches int) ([len(copySizes)]latStats, error) {
 	var st [len(copySizes)]latStats
 	for k, n := range copySizes {
@@ -250,7 +258,12 @@ func copyFloor(batches int) ([len(copySizes)]latStats, error) {
 		fillPattern(src, 0)
 		var err error
 		if st[k], err = timeBatches(max(copyFloorMin, copyFloorBytes/n), batches, func(i int) error {
-			copyLoop(dst, src, i)
+			for range i {
+				for o := 0; o < n; o += copyFloorPiece {
+					e := min(o+copyFloorPiece, n)
+					copy(dst[o:e], src[o:e])
+				}
+			}
 			return nil
 		}); err != nil {
 			return st, err

@@ -106,9 +106,10 @@ benchmark, the conduit and path, the ranks and the hosts, and the units.
           copies the bytes from its heap into a buffer A of the segment with
           copy() and stores a flag, rank 1 copies A into a second buffer B and
           answers: the Medium round trip's copies without the conduit; printed
-          with am), and copy() of 64 KiB and 1 MiB in rank 0's heap alone (the
-          machine's memcpy speed under the bulk rows; row floor-copy, path
-          local; 256 MiB copied per size whatever -iters says). -iters sets
+          with am), and copy() of 64 KiB and 1 MiB in rank 0's heap alone, in
+          pieces of at most 256 KiB as the library copies (the machine's
+          memcpy speed under the bulk rows; row floor-copy, path local; 256
+          MiB copied per size whatever -iters says). -iters sets
           the operations (default 200000; the 64 KiB echo does 1/8 of them,
           the switch round trip 1/20)
   rawtcp  the floor under the tcp conduit, in the same job: an 8 B ping-pong and
