@@ -11,8 +11,9 @@
 // non-temporal stores, which put the lines in memory without reading them
 // and leave them in no core's cache, makes such a hand-off faster; below
 // that the cached copy wins. REP MOVSB (ERMS/FSRM, glibc's memcpy for these
-// sizes) measured no better than copy at 64 KiB and slower at 1 MiB, and
-// is not used.
+// sizes) measured no better than copy at 64 KiB and slower at 1 MiB; it is
+// used only by CopyHot, for a source hot in this core's cache of 2-4 KiB,
+// where the AM Medium round trip measured it faster than copy.
 //
 // The non-temporal loop prefetches its source 1 KiB ahead with PREFETCHNTA:
 // in gexbench am the 64 KiB Medium and the 32/64 KiB Longs measured 1-9%
@@ -43,3 +44,11 @@ package memcopy
 // Threshold is the smallest length Copy writes with non-temporal stores;
 // shorter copies are copy.
 const Threshold = 32 << 10
+
+// HotMin and HotMax bound the lengths CopyHot copies with REP MOVSB: above
+// 2 KiB and up to 4 KiB it measured faster than copy, at 2 KiB the same and
+// from 6 KiB slower (docs/am.md, "Medium copies, fifth pass").
+const (
+	HotMin = 2<<10 + 1
+	HotMax = 4 << 10
+)

@@ -644,7 +644,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 				idx, b, ok = pool.TryAlloc()
 			}
 			if ok {
-				c.copyTo(dst, b, payload)
+				c.copyMedium(dst, b, payload, h.IsReq)
 				buf = idx
 				break
 			}
@@ -813,7 +813,7 @@ func (c *Conduit) sendMediumPooled(pr *peer, dst int, isReq bool, handler uint8,
 			buf, b, ok = pool.TryAlloc()
 		}
 		if ok {
-			c.copyTo(dst, b, payload)
+			c.copyMedium(dst, b, payload, isReq)
 			break
 		}
 		if flags&conduit.Immediate != 0 {
@@ -916,6 +916,21 @@ func (c *Conduit) copyTo(dst int, to, from []byte) {
 		return
 	}
 	memcopy.Copy(to, from)
+}
+
+// copyMedium is copyTo for a Medium payload going into a pool buffer: a
+// request's payload, from the requester's own memory and so usually in
+// this core's cache, goes with memcopy.CopyHot (REP MOVSB for 2-4 KiB). A
+// reply's keeps copyTo: in the echo pattern (a handler replying with the
+// payload it was given) its source lines have just come from the other
+// core, and REP MOVSB measured no faster there (docs/am.md, "Medium
+// copies, fifth pass").
+func (c *Conduit) copyMedium(dst int, to, from []byte, isReq bool) {
+	if isReq && dst != c.rank {
+		memcopy.CopyHot(to, from)
+		return
+	}
+	c.copyTo(dst, to, from)
 }
 
 // backoff waits for send resources: it polls (everything for a request, only
