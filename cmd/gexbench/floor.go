@@ -66,7 +66,10 @@ import (
 //     and a flag in place of the conduit, the floor beside the Medium rows.
 //
 // All spin with plain sync/atomic loads and stores (yielding the CPU only
-// after a long wait, so that a loaded machine cannot starve the peer).
+// after a long wait, so that a loaded machine cannot starve the peer). The
+// waits are written out in each loop: a shared helper does not inline (its
+// yield call puts it over the inliner's budget, cost 82 of 80, even with
+// the yield out of line), and a call per round trip would add to the floors.
 
 // Offsets of the floors' words in rank 0's segment (own cache lines).
 const (
