@@ -37,8 +37,18 @@ func repMovsb(dst, src unsafe.Pointer, n uintptr)
 // that count, as copy does. From Threshold bytes on it writes dst with
 // non-temporal stores, leaving dst in memory and out of every core's cache.
 func Copy(dst, src []byte) int {
+	if min(len(dst), len(src)) < Threshold {
+		return copy(dst, src)
+	}
+	return CopyNT(dst, src)
+}
+
+// CopyNT is Copy with non-temporal stores from NTMin bytes on, for a
+// caller that measured them faster at its lengths (the smp conduit, where
+// the host's timing says so: docs/am.md, "Medium copies, sixth pass").
+func CopyNT(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if n < Threshold || !useNT {
+	if n < NTMin || !useNT {
 		return copy(dst, src)
 	}
 	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src))

@@ -9,3 +9,6 @@ func Copy(dst, src []byte) int { return copy(dst, src) }
 // CopyHot is Copy here (REP MOVSB is amd64's, and the race detector must
 // see the accesses).
 func CopyHot(dst, src []byte) int { return copy(dst, src) }
+
+// CopyNT is Copy here.
+func CopyNT(dst, src []byte) int { return copy(dst, src) }

@@ -49,6 +49,10 @@ package memcopy
 // shorter copies are copy.
 const Threshold = 32 << 10
 
+// NTMin is the smallest length CopyNT writes with non-temporal stores (the
+// loop moves 128-byte blocks after aligning dst, at least 1 KiB of them).
+const NTMin = 2 << 10
+
 // HotMin and HotMax bound the lengths CopyHot copies with REP MOVSB: above
 // 2 KiB and up to 4 KiB it measured faster than copy, at 2 KiB the same and
 // from 6 KiB slower (docs/am.md, "Medium copies, fifth pass").

@@ -17,7 +17,7 @@ func pattern(n int, seed byte) []byte {
 var copies = []struct {
 	name string
 	f    func(dst, src []byte) int
-}{{"Copy", Copy}, {"CopyHot", CopyHot}}
+}{{"Copy", Copy}, {"CopyHot", CopyHot}, {"CopyNT", CopyNT}}
 
 // forCopies runs f as a subtest with each of copies.
 func forCopies(t *testing.T, f func(t *testing.T, cp func(dst, src []byte) int)) {
@@ -52,10 +52,12 @@ func testCopyLengths(t *testing.T, cp func(dst, src []byte) int) {
 	}
 	// Every head (dst alignment mod 32) and tail (length mod 128) of the
 	// non-temporal path, with src both aligned with dst and not.
-	for n := Threshold; n <= Threshold+130; n++ {
-		for do := 0; do < 33; do += 1 + n%3 {
-			check(t, n, do, do)
-			check(t, n, (do+5)%64, do)
+	for _, from := range []int{NTMin - 1, Threshold} {
+		for n := from; n <= from+130; n++ {
+			for do := 0; do < 33; do += 1 + n%3 {
+				check(t, n, do, do)
+				check(t, n, (do+5)%64, do)
+			}
 		}
 	}
 	// CopyHot's REP MOVSB lengths and their edges, at every alignment of
@@ -77,7 +79,7 @@ func testCopyLengths(t *testing.T, cp func(dst, src []byte) int) {
 // copy does.
 func TestCopyCount(t *testing.T) {
 	forCopies(t, func(t *testing.T, cp func(dst, src []byte) int) {
-		for _, c := range [][2]int{{0, 5000}, {5000, 0}, {Threshold + 10, 100000}, {100000, Threshold + 10}, {10, 20}, {HotMax, HotMax + 100}, {HotMax + 100, HotMin}} {
+		for _, c := range [][2]int{{0, 5000}, {5000, 0}, {Threshold + 10, 100000}, {100000, Threshold + 10}, {10, 20}, {HotMax, HotMax + 100}, {HotMax + 100, HotMin}, {NTMin, NTMin + 1}, {NTMin + 1, NTMin}} {
 			src := pattern(c[1], 1)
 			dst := make([]byte, c[0])
 			want := min(c[0], c[1])
@@ -92,7 +94,7 @@ func TestCopyCount(t *testing.T) {
 // in both directions and at the same address.
 func TestCopyOverlap(t *testing.T) {
 	forCopies(t, func(t *testing.T, cp func(dst, src []byte) int) {
-		for _, n := range []int{100, HotMin, HotMax, Threshold, 10000, 70000} {
+		for _, n := range []int{100, NTMin, HotMin, HotMax, Threshold, 10000, 70000} {
 			for _, shift := range []int{-n / 2, -1, 0, 1, 63, n / 2, n - 1} {
 				got := pattern(3*n+2, 9)
 				want := bytes.Clone(got)
@@ -116,5 +118,8 @@ func TestCopyAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { CopyHot(dst[:HotMax], src); CopyHot(dst[:100], src) }); a != 0 {
 		t.Fatalf("CopyHot allocates %v times per call", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { CopyNT(dst[:NTMin], src); CopyNT(dst, src); CopyNT(dst[:100], src) }); a != 0 {
+		t.Fatalf("CopyNT allocates %v times per call", a)
 	}
 }

@@ -1,5 +1,13 @@
 package smp
 
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/gexgo/gexgo/internal/memcopy"
+	"github.com/gexgo/gexgo/internal/shm"
+)
+
 // Test access to the duo lines (duo_test.go, an external test package so
 // that it can build in-process jobs with package loop).
 
@@ -37,3 +45,57 @@ func HoldAskClaim(c *Conduit, p int) (release func()) {
 
 // DuoSends is duoSends.
 func DuoSends(noDuo bool, local, cpus int) bool { return duoSends(noDuo, local, cpus) }
+
+// Pooled copies (bulk.go).
+const (
+	NTNever     = ntNever
+	BulkDone    = bulkDone
+	EnvNonTemp  = EnvNonTemporal
+	NTThreshold = memcopy.Threshold
+)
+
+// NTFrom returns c's non-temporal length as it stands (0: not known yet;
+// no header read).
+func NTFrom(c *Conduit) int { return int(c.ntFrom.Load()) }
+
+// NTFromNow is c.ntFromNow.
+func NTFromNow(c *Conduit) int { return c.ntFromNow() }
+
+// SetNTFrom forces c's non-temporal length.
+func SetNTFrom(c *Conduit, n int) { c.ntFrom.Store(int32(n)) }
+
+// BulkHeader returns the timing words of rank p's region header as c
+// sees them: ask, step and outcome.
+func BulkHeader(c *Conduit, p int) (ask, seq, from uint32) {
+	b := c.peers[p].region.Bytes()
+	return shm.Uint32At(b, offBulkAsk).Load(), shm.Uint32At(b, offBulkSeq).Load(), shm.Uint32At(b, offBulkFrom).Load()
+}
+
+// BulkTimeAlone runs the leader's side of the timing toward partner with
+// step words nobody else writes, so the partner never answers: it must
+// give up by the deadline.
+func BulkTimeAlone(c *Conduit, partner int, budget time.Duration) [3][2]float64 {
+	var mine, theirs atomic.Uint32
+	return c.bulkTime(partner, &mine, &theirs, time.Now().Add(budget))
+}
+
+// BulkChoose is bulkChoose.
+func BulkChoose(med [3][2]float64) int { return int(bulkChoose(med)) }
+
+// PoolsIdle reports whether every buffer of c's pools toward p is free.
+func PoolsIdle(c *Conduit, p int) bool {
+	idle := true
+	for _, pool := range c.peers[p].out {
+		var got []int
+		for range pool.NumBufs() {
+			if i, _, ok := pool.TryAlloc(); ok {
+				got = append(got, i)
+			}
+		}
+		idle = idle && len(got) == pool.NumBufs()
+		for _, i := range got {
+			_ = pool.Free(i)
+		}
+	}
+	return idle
+}

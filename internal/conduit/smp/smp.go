@@ -74,7 +74,7 @@ import (
 // Geometry of the AM region.
 const (
 	regionMagic   = 0x4d415847 // "GXAM" little-endian
-	regionVersion = 5          // 4: the duo lines (duo.go); 5: offDuo
+	regionVersion = 6          // 4: the duo lines (duo.go); 5: offDuo; 6: the bulk timing (bulk.go)
 	offBell       = 64
 	offRings      = 128
 
@@ -270,7 +270,11 @@ type Conduit struct {
 	outside [2]atomic.Uint64
 
 	live liveness // peers that leave the job early (liveness.go)
-	coll [][]byte // collective areas by rank (coll.go)
+	// ntFrom is the length from which pooled payloads to other processes
+	// go with non-temporal stores (bulk.go: ntFromNow), 0 until the
+	// host's timing is known here.
+	ntFrom atomic.Int32
+	coll   [][]byte // collective areas by rank (coll.go)
 }
 
 var _ conduit.Conduit = (*Conduit)(nil)
@@ -450,6 +454,9 @@ func (c *Conduit) setupRegions() error {
 			}
 		}
 	}
+	if c.bulkWanted(local, cpus) { // bulk.go
+		shm.Uint32At(b, offBulkAsk).Store(1)
+	}
 	desc, err := reg.Desc().MarshalBinary()
 	if err != nil {
 		return err
@@ -475,6 +482,7 @@ func (c *Conduit) setupRegions() error {
 		return fmt.Errorf("smp: barrier after mapping AM regions: %w", err)
 	}
 	c.watchPeers(pids)
+	c.calibrateBulk() // bulk.go
 	return nil
 }
 
@@ -627,13 +635,14 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 			return fmt.Errorf("smp: payload of %d bytes exceeds the %d-byte buffer", n, poolBufSize)
 		}
 		pool := pr.out[qi]
-		// A payload copyTo copies with cached stores goes into the buffer
-		// the last message used (Pool.TryAllocHot: its lines are still in
-		// both caches); one it copies with non-temporal stores into the
-		// next one round robin (docs/am.md, "Medium copies, third pass").
+		// A payload copied with cached stores goes into the buffer the
+		// last message used (Pool.TryAllocHot: its lines are still in
+		// both caches); one copied with non-temporal stores (from the
+		// length the host's timing chose: bulk.go) into the next one
+		// round robin (docs/am.md, "Medium copies, third pass").
 		// (The loop is written out here and in sendMediumPooled: a
 		// helper for it does not inline and cost ~4 ns per message.)
-		hot := n < memcopy.Threshold || dst == c.rank
+		hot := n < c.ntFromNow() || dst == c.rank
 		for w := 0; ; w++ {
 			var idx int
 			var b []byte
@@ -644,7 +653,7 @@ func (c *Conduit) SendRef(dst int, h *conduit.Header, payload []byte, flags cond
 				idx, b, ok = pool.TryAlloc()
 			}
 			if ok {
-				c.copyMedium(dst, b, payload, h.IsReq)
+				c.copyMedium(dst, b, payload, h.IsReq, hot)
 				buf = idx
 				break
 			}
@@ -799,10 +808,10 @@ func (c *Conduit) SendMedium(dst int, isReq bool, handler uint8, ep, srcEP uint1
 func (c *Conduit) sendMediumPooled(pr *peer, dst int, isReq bool, handler uint8, ep, srcEP uint16, args []int32, payload []byte, flags conduit.SendFlags) error {
 	qi := qidx(isReq)
 	pool := pr.out[qi]
-	// As in SendRef: the hot buffer for payloads copyTo copies with
-	// cached stores, the round robin for the non-temporal ones (docs/am.md,
+	// As in SendRef: the hot buffer for payloads copied with cached
+	// stores, the round robin for the non-temporal ones (docs/am.md,
 	// "Medium copies, third pass").
-	hot := len(payload) < memcopy.Threshold || dst == c.rank
+	hot := len(payload) < c.ntFromNow() || dst == c.rank
 	var buf int
 	for w := 0; ; w++ {
 		var b []byte
@@ -813,7 +822,7 @@ func (c *Conduit) sendMediumPooled(pr *peer, dst int, isReq bool, handler uint8,
 			buf, b, ok = pool.TryAlloc()
 		}
 		if ok {
-			c.copyMedium(dst, b, payload, isReq)
+			c.copyMedium(dst, b, payload, isReq, hot)
 			break
 		}
 		if flags&conduit.Immediate != 0 {
@@ -918,19 +927,15 @@ func (c *Conduit) copyTo(dst int, to, from []byte) {
 	memcopy.Copy(to, from)
 }
 
-// copyMedium is copyTo for a Medium payload going into a pool buffer: a
-// request's payload, from the requester's own memory and so usually in
-// this core's cache, goes with memcopy.CopyHot (REP MOVSB for 2-4 KiB). A
-// reply's keeps copyTo: in the echo pattern (a handler replying with the
-// payload it was given) its source lines have just come from the other
-// core, and REP MOVSB measured no faster there (docs/am.md, "Medium
-// copies, fifth pass").
-func (c *Conduit) copyMedium(dst int, to, from []byte, isReq bool) {
-	if isReq && dst != c.rank {
-		memcopy.CopyHot(to, from)
+// copyMedium is copyTo for a payload going into a pool buffer (hot: the
+// buffer TryAllocHot gave, which it fills with cached stores: bulk.go's
+// poolCopy).
+func (c *Conduit) copyMedium(dst int, to, from []byte, isReq, hot bool) {
+	if dst == c.rank {
+		copy(to, from)
 		return
 	}
-	c.copyTo(dst, to, from)
+	poolCopy(to, from, isReq, hot)
 }
 
 // backoff waits for send resources: it polls (everything for a request, only
