@@ -34,8 +34,8 @@ import (
 // reference machine. No one length fits them all, so the first two ranks
 // of the host time both ways at 4 KiB and 64 KiB when the conduit starts
 // (calibrateBulk), and every rank of the host follows the outcome:
-// non-temporal stores from 4 or 16 KiB, from 32 KiB (memcopy.Threshold,
-// the fast mode's), or never.
+// non-temporal stores from 4, 8 or 16 KiB, from 32 KiB
+// (memcopy.Threshold, the fast mode's), or never.
 const (
 	// EnvNonTemporal forces the length from which pooled payloads go
 	// with non-temporal stores: a byte count (at least memcopy.NTMin), or
@@ -59,13 +59,14 @@ const (
 	// way first (untimed: they touch every buffer's pages), then
 	// bulkBlocks blocks of bulkPerBlock round trips per size and way,
 	// alternating. A way wins only below bulkMargin of the other's
-	// median. bulkBudget bounds the whole timing: a partner that does not
+	// median (bulkEven: bulkChoose). bulkBudget bounds the whole timing: a partner that does not
 	// answer in time (it died, or the CPUs are busy) leaves the length at
 	// memcopy.Threshold.
 	bulkWarm     = 1
 	bulkBlocks   = 3
 	bulkPerBlock = 8
 	bulkMargin   = 0.85
+	bulkEven     = 1.25
 	bulkBudget   = 250 * time.Millisecond
 	bulkDone     = 1 << 31 // offBulkSeq: the leader is done
 )
@@ -156,18 +157,31 @@ func (c *Conduit) calibrateBulk() {
 // bulkSizes are the lengths timed: the outcome is non-temporal stores from
 // the first of them where they win, or from memcopy.Threshold, or never
 // (bulkChoose).
-var bulkSizes = [...]int{4 << 10, 16 << 10, poolBufSize}
+var bulkSizes = [...]int{4 << 10, 8 << 10, 16 << 10, poolBufSize}
 
-// bulkStep decodes step s: bit 0 the way (cached), bits 1-2 the size (an
-// index into bulkSizes), the rest the round. Non-temporal steps take the
-// pool's buffers round robin, cached ones buffer 0, as the conduit's sends
-// do.
-func bulkStep(s uint32) (cached bool, n, buf int) {
-	cached, n = s&1 != 0, bulkSizes[min(int(s>>1&3), len(bulkSizes)-1)]
+// A step word: bit 0 the way (cached), bits 1-2 the size (an index into
+// bulkSizes), bits 3-4 the pool buffer the payload is in, the rest the
+// round. The partner answers with the same word, its reply buffer in
+// bits 3-4.
+const (
+	stepBufShift   = 3
+	stepRoundShift = 5
+)
+
+var _ [4 - poolBufs]struct{} // a buffer index fits in bits 3-4
+
+// bulkStepWay decodes step s's way and length.
+func bulkStepWay(s uint32) (cached bool, n int) {
+	return s&1 != 0, bulkSizes[min(int(s>>1&3), len(bulkSizes)-1)]
+}
+
+// bulkAlloc takes a pool buffer as the conduit's sends do: the hot one for
+// cached stores, the next one round robin for non-temporal ones.
+func bulkAlloc(pool *shm.Pool, cached bool) (int, []byte, bool) {
 	if cached {
-		return cached, n, 0
+		return pool.TryAllocHot()
 	}
-	return cached, n, int(s>>3) % poolBufs
+	return pool.TryAlloc()
 }
 
 // bulkTime is the leader's side: the medians in us by size (bulkSizes'
@@ -178,7 +192,7 @@ func (c *Conduit) bulkTime(partner int, mine, theirs *atomic.Uint32, deadline ti
 	for i := range src {
 		src[i] = byte(i)
 	}
-	pool := c.peers[partner].out[0]
+	pool, replies := c.peers[partner].out[0], c.peers[partner].in[1]
 	var times [len(bulkSizes)][2][]float64
 	round := uint32(0)
 	for block := 0; block < bulkWarm+bulkBlocks; block++ {
@@ -190,15 +204,18 @@ func (c *Conduit) bulkTime(partner int, mine, theirs *atomic.Uint32, deadline ti
 			for way := uint32(0); way < 2; way++ {
 				for range n {
 					round++
-					s := round<<3 | size<<1 | way
-					cached, nbytes, buf := bulkStep(s)
-					b, _ := pool.Buf(buf)
+					cached, nbytes := bulkStepWay(size<<1 | way)
 					t0 := time.Now()
-					poolCopy(b[:nbytes], src[:nbytes], true, cached)
-					mine.Store(s)
-					if !bulkAwait(theirs, s, deadline) {
+					idx, b, ok := bulkAlloc(pool, cached)
+					if !ok {
 						return bulkMedians{}
 					}
+					poolCopy(b[:nbytes], src[:nbytes], true, cached)
+					mine.Store(round<<stepRoundShift | uint32(idx)<<stepBufShift | size<<1 | way)
+					if !bulkAwaitRound(theirs, round, deadline) {
+						return bulkMedians{}
+					}
+					replies.Put(int(theirs.Load() >> stepBufShift & 3))
 					if block >= bulkWarm {
 						times[size][way] = append(times[size][way], float64(time.Since(t0).Nanoseconds())/1e3)
 					}
@@ -217,32 +234,53 @@ func (c *Conduit) bulkTime(partner int, mine, theirs *atomic.Uint32, deadline ti
 // bulkMedians are bulkTime's figures.
 type bulkMedians [len(bulkSizes)][2]float64
 
-// bulkChoose is the outcome of the medians: never if cached stores win at
-// the largest size; else non-temporal stores from the first smaller size
-// where they win; else from memcopy.Threshold, the length the fast mode of
-// this project's VM wants, which the conduit also keeps when the timing
-// could not tell (an unfinished timing: zeros). A way wins only below
-// bulkMargin of the other's median: the machine may change its state
-// during the job.
+// bulkChoose is the outcome of the medians:
+//
+//   - never, if cached stores win at the largest size;
+//   - else, if non-temporal stores win at a size below memcopy.Threshold,
+//     from the smallest size where they cost at most bulkEven of the
+//     cached ones (the sizes from there on being taken as won);
+//   - else from memcopy.Threshold, the length the fast mode of this
+//     project's VM wants, which the conduit also keeps when the timing
+//     could not tell (an unfinished timing: zeros).
+//
+// A way wins only below bulkMargin of the other's median: the machine may
+// change its state during the job. bulkEven is looser because the AM round
+// trip measured the cached stores' cost at small sizes higher than the
+// timing does, in the one state where non-temporal stores win there
+// (docs/am.md, "Medium copies, sixth pass"): in the VM's slow mode the
+// timing put 4 KiB at 1.03-1.19x and 8 KiB at 0.86-0.91x of the cached
+// stores, where the AM took 1.70 against 2.50 us and 2.2 against 3.5.
 func bulkChoose(med bulkMedians) int32 {
-	wins := func(a, b float64) bool { return a > 0 && b > 0 && a < bulkMargin*b }
+	ok := func(m [2]float64) bool { return m[0] > 0 && m[1] > 0 }
 	last := len(med) - 1
-	if wins(med[last][1], med[last][0]) {
+	if ok(med[last]) && med[last][1] < bulkMargin*med[last][0] {
 		return ntNever
 	}
+	won := -1
 	for i, m := range med[:last] {
-		if bulkSizes[i] < memcopy.Threshold && wins(m[0], m[1]) {
+		if bulkSizes[i] < memcopy.Threshold && ok(m) && m[0] < bulkMargin*m[1] {
+			won = i
+			break
+		}
+	}
+	if won < 0 {
+		return memcopy.Threshold
+	}
+	for i, m := range med[:won] {
+		if ok(m) && m[0] <= bulkEven*m[1] {
 			return int32(bulkSizes[i])
 		}
 	}
-	return memcopy.Threshold
+	return int32(bulkSizes[won])
 }
 
-// bulkAnswer is the partner's side: it copies each step's buffer into its
-// reply buffer and answers, until the leader is done or the time is up.
+// bulkAnswer is the partner's side: for each step it copies the leader's
+// buffer into a reply buffer of its own, answers, and frees the leader's
+// buffer (the order of a Medium handler's reply and the Put after it),
+// until the leader is done or the time is up.
 func (c *Conduit) bulkAnswer(leader int, theirs, mine *atomic.Uint32, deadline time.Time) {
-	in := c.peers[leader].in[0]
-	out := c.peers[leader].out[1]
+	in, out := c.peers[leader].in[0], c.peers[leader].out[1]
 	last := uint32(0)
 	for {
 		if !bulkAwaitChange(theirs, last, deadline) {
@@ -252,18 +290,24 @@ func (c *Conduit) bulkAnswer(leader int, theirs, mine *atomic.Uint32, deadline t
 		if s == bulkDone {
 			return
 		}
-		cached, n, buf := bulkStep(s)
-		from, _ := in.Buf(buf)
-		to, _ := out.Buf(buf)
+		cached, n := bulkStepWay(s)
+		idx := int(s >> stepBufShift & 3)
+		from, err := in.Buf(idx)
+		ridx, to, ok := bulkAlloc(out, cached)
+		if err != nil || !ok {
+			return
+		}
 		poolCopy(to[:n], from[:n], false, cached)
-		mine.Store(s)
+		mine.Store(s&^(3<<stepBufShift) | uint32(ridx)<<stepBufShift)
+		in.Put(idx)
 		last = s
 	}
 }
 
-// bulkAwait waits until w holds s; false if the deadline passed first.
-func bulkAwait(w *atomic.Uint32, s uint32, deadline time.Time) bool {
-	for i := 1; w.Load() != s; i++ {
+// bulkAwaitRound waits until w holds an answer to round; false if the
+// deadline passed first.
+func bulkAwaitRound(w *atomic.Uint32, round uint32, deadline time.Time) bool {
+	for i := 1; w.Load()>>stepRoundShift != round; i++ {
 		if i%256 == 0 {
 			if time.Now().After(deadline) {
 				return false

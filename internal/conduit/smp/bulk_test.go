@@ -13,7 +13,7 @@ import (
 )
 
 // outcomes are the lengths the timing may choose.
-var outcomes = []int{4 << 10, 16 << 10, smp.NTThreshold, smp.NTNever}
+var outcomes = []int{4 << 10, 8 << 10, 16 << 10, smp.NTThreshold, smp.NTNever}
 
 // TestBulkCalibration: in a job of two ranks on two CPUs the first rank
 // times both ways of copying pooled payloads with the second and
@@ -115,7 +115,7 @@ func TestBulkPartnerGone(t *testing.T) {
 	cs := newJob(t, 2)
 	start := time.Now()
 	med := smp.BulkTimeAlone(cs[0], 1, 20*time.Millisecond)
-	if med != [3][2]float64{} {
+	if med != [4][2]float64{} {
 		t.Errorf("timing without a partner gave figures %v", med)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -127,22 +127,28 @@ func TestBulkPartnerGone(t *testing.T) {
 }
 
 // TestBulkChoose: a way wins only when clearly faster; non-temporal
-// stores from a small size only if cached ones do not win at 64 KiB.
+// stores from a small size only if they win at one below 32 KiB and
+// cached ones do not win at 64 KiB, and then from the smallest size where
+// they are about even; the figures are this project's VM's (docs/am.md).
 func TestBulkChoose(t *testing.T) {
-	type m = [3][2]float64 // [4, 16, 64 KiB][non-temporal, cached]
+	type m = [4][2]float64 // [4, 8, 16, 64 KiB][non-temporal, cached]
 	for _, tc := range []struct {
 		name string
 		med  m
 		want int
 	}{
-		{"fast mode", m{{1.1, 0.45}, {3.2, 1.9}, {6, 9}}, smp.NTThreshold},
-		{"slow mode, 4 KiB cached", m{{1.45, 1.33}, {3.1, 7.5}, {6.2, 32}}, 16 << 10},
-		{"slow mode, 4 KiB non-temporal", m{{1.4, 2.2}, {3.1, 7.5}, {6.8, 34}}, 4 << 10},
-		{"third state", m{{1.1, 0.22}, {3, 0.7}, {6, 2.4}}, smp.NTNever},
-		{"reference machine", m{{1.2, 0.55}, {3, 1.5}, {6, 4.4}}, smp.NTNever},
-		{"64 KiB within the margin", m{{1.1, 0.45}, {3, 1.9}, {6, 5.2}}, smp.NTThreshold},
-		{"16 KiB within the margin", m{{2, 1.5}, {3, 3.3}, {6, 34}}, smp.NTThreshold},
-		{"small sizes win, cached at 64 KiB", m{{1.4, 2.2}, {3, 7}, {6, 2.4}}, smp.NTNever},
+		{"fast mode", m{{1.14, 0.42}, {1.6, 0.9}, {2.34, 1.77}, {5.97, 8.86}}, smp.NTThreshold},
+		{"fast mode, 16 KiB even", m{{1.14, 0.42}, {1.6, 0.9}, {2.0, 2.0}, {5.97, 8.86}}, smp.NTThreshold},
+		{"slow mode", m{{1.62, 1.44}, {2.05, 2.37}, {2.77, 7.41}, {6.77, 50.4}}, 4 << 10},
+		{"slow mode, 4 KiB at 1.19", m{{1.67, 1.40}, {2.18, 2.53}, {2.73, 6.44}, {6.74, 32.4}}, 4 << 10},
+		{"slow mode, 4 KiB at 1.3", m{{1.82, 1.40}, {2.18, 2.53}, {2.73, 6.44}, {6.74, 32.4}}, 8 << 10},
+		{"16 KiB wins alone", m{{1.82, 1.40}, {2.9, 2.2}, {2.73, 6.44}, {6.74, 32.4}}, 16 << 10},
+		{"8 KiB wins", m{{1.9, 1.4}, {1.5, 2.5}, {2.73, 6.44}, {6.74, 32.4}}, 8 << 10},
+		{"third state", m{{1.1, 0.22}, {1.6, 0.4}, {3, 0.7}, {6, 2.4}}, smp.NTNever},
+		{"reference machine", m{{1.2, 0.55}, {1.7, 0.9}, {3, 1.5}, {6, 4.4}}, smp.NTNever},
+		{"64 KiB within the margin", m{{1.1, 0.45}, {1.6, 0.9}, {3, 1.9}, {6, 5.2}}, smp.NTThreshold},
+		{"small sizes win, cached at 64 KiB", m{{1.4, 2.2}, {2, 3}, {3, 7}, {6, 2.4}}, smp.NTNever},
+		{"a size without figures", m{{0, 0}, {2.05, 2.37}, {2.77, 7.41}, {6.77, 50.4}}, 8 << 10},
 		{"no figures", m{}, smp.NTThreshold},
 	} {
 		if got := smp.BulkChoose(tc.med); got != tc.want {

@@ -74,13 +74,13 @@ func BulkHeader(c *Conduit, p int) (ask, seq, from uint32) {
 // BulkTimeAlone runs the leader's side of the timing toward partner with
 // step words nobody else writes, so the partner never answers: it must
 // give up by the deadline.
-func BulkTimeAlone(c *Conduit, partner int, budget time.Duration) [3][2]float64 {
+func BulkTimeAlone(c *Conduit, partner int, budget time.Duration) [4][2]float64 {
 	var mine, theirs atomic.Uint32
 	return c.bulkTime(partner, &mine, &theirs, time.Now().Add(budget))
 }
 
 // BulkChoose is bulkChoose.
-func BulkChoose(med [3][2]float64) int { return int(bulkChoose(med)) }
+func BulkChoose(med [4][2]float64) int { return int(bulkChoose(med)) }
 
 // PoolsIdle reports whether every buffer of c's pools toward p is free.
 func PoolsIdle(c *Conduit, p int) bool {
