@@ -25,11 +25,14 @@
 // slower; 512-bit non-temporal stores equal to 256-bit ones; non-temporal
 // stores for only one side of the echo slower than for both. In the slow
 // mode (a line from the other core ~150 ns) non-temporal stores win from
-// 2-4 KiB, but a copy cannot tell the modes apart, so Threshold stays. A
-// fifth pass ("Medium copies, fifth pass"), timing the sides apart, found
-// REP MOVSB faster than copy for the side that copies its own hot bytes
-// into lines the other core read last, from just above 2 KiB to 4 KiB, and
-// not for the side that reads the other core's lines: CopyHot.
+// 2-4 KiB, but a copy cannot tell the modes apart, so Threshold stays
+// (the smp conduit, which can time both ways when a job starts, chooses
+// its own length and copies with CopyNT: docs/am.md, "Medium copies,
+// sixth pass"). A fifth pass ("Medium copies, fifth pass"), timing the
+// sides apart, found REP MOVSB faster than copy for the side that copies
+// its own hot bytes into lines the other core read last, from just above
+// 2 KiB to 4 KiB, and not for the side that reads the other core's lines:
+// CopyHot.
 //
 // Non-temporal stores are the wrong choice for a buffer this core itself
 // reads next, or rewrites over and over with nobody reading it: then the
