@@ -58,16 +58,19 @@ const (
 	// The timing: bulkWarm blocks of poolBufs round trips per size and
 	// way first (untimed: they touch every buffer's pages), then
 	// bulkBlocks blocks of bulkPerBlock round trips per size and way,
-	// alternating. A way wins only below bulkMargin of the other's
-	// median (bulkEven: bulkChoose). bulkBudget bounds the whole timing: a partner that does not
-	// answer in time (it died, or the CPUs are busy) leaves the length at
-	// memcopy.Threshold.
+	// alternating. A way wins only below bulkMargin of the other's median
+	// (bulkEven: bulkChoose). bulkBudget bounds the whole timing, which
+	// takes 1-6 ms: a partner that does not answer by then (its process
+	// died, and the job is ending) leaves the length at
+	// memcopy.Threshold. It is generous because a timing cut short leaves
+	// a buffer busy (the one whose answer or Put did not come: neither
+	// side can free it safely), and a loaded machine must not cut it.
 	bulkWarm     = 1
 	bulkBlocks   = 3
 	bulkPerBlock = 8
 	bulkMargin   = 0.85
 	bulkEven     = 1.25
-	bulkBudget   = 250 * time.Millisecond
+	bulkBudget   = 5 * time.Second
 	bulkDone     = 1 << 31 // offBulkSeq: the leader is done
 )
 
