@@ -215,7 +215,7 @@ func (c *Conduit) bulkTime(partner int, mine, theirs *atomic.Uint32, deadline ti
 					}
 					poolCopy(b[:nbytes], src[:nbytes], true, cached)
 					mine.Store(round<<stepRoundShift | uint32(idx)<<stepBufShift | size<<1 | way)
-					if !bulkAwaitRound(theirs, round, deadline) {
+					if !bulkAwait(theirs, func(v uint32) bool { return v>>stepRoundShift == round }, deadline) {
 						return bulkMedians{}
 					}
 					replies.Put(int(theirs.Load() >> stepBufShift & 3))
@@ -286,7 +286,7 @@ func (c *Conduit) bulkAnswer(leader int, theirs, mine *atomic.Uint32, deadline t
 	in, out := c.peers[leader].in[0], c.peers[leader].out[1]
 	last := uint32(0)
 	for {
-		if !bulkAwaitChange(theirs, last, deadline) {
+		if !bulkAwait(theirs, func(v uint32) bool { return v != last }, deadline) {
 			return
 		}
 		s := theirs.Load()
@@ -307,10 +307,10 @@ func (c *Conduit) bulkAnswer(leader int, theirs, mine *atomic.Uint32, deadline t
 	}
 }
 
-// bulkAwaitRound waits until w holds an answer to round; false if the
+// bulkAwait waits until done says yes to w's value; false if the
 // deadline passed first.
-func bulkAwaitRound(w *atomic.Uint32, round uint32, deadline time.Time) bool {
-	for i := 1; w.Load()>>stepRoundShift != round; i++ {
+func bulkAwait(w *atomic.Uint32, done func(uint32) bool, deadline time.Time) bool {
+	for i := 1; !done(w.Load()); i++ {
 		if i%256 == 0 {
 			if time.Now().After(deadline) {
 				return false
@@ -321,25 +321,11 @@ func bulkAwaitRound(w *atomic.Uint32, round uint32, deadline time.Time) bool {
 	return true
 }
 
-// bulkAwaitChange waits until w no longer holds last; false if the
-// deadline passed first.
-func bulkAwaitChange(w *atomic.Uint32, last uint32, deadline time.Time) bool {
-	for i := 1; w.Load() == last; i++ {
-		if i%256 == 0 {
-			if time.Now().After(deadline) {
-				return false
-			}
-			runtime.Gosched()
-		}
-	}
-	return true
-}
-
+// median sorts v and returns its middle value (0 if v is empty).
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[len(v)/2]
 }

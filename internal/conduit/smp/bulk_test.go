@@ -3,6 +3,7 @@ package smp_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestBulkCalibration(t *testing.T) {
 	if seq != smp.BulkDone {
 		t.Errorf("leader's step word %#x, want done (%#x)", seq, smp.BulkDone)
 	}
-	if !containsInt(outcomes, int(from)) {
+	if !slices.Contains(outcomes, int(from)) {
 		t.Fatalf("leader's outcome %d, want one of %v", from, outcomes)
 	}
 	if got := smp.NTFrom(cs[0]); got != int(from) {
@@ -45,15 +46,6 @@ func TestBulkCalibration(t *testing.T) {
 			t.Errorf("rank %d: a pool buffer toward rank %d is busy after the timing", r, 1-r)
 		}
 	}
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestBulkOthersFollow: a rank that does not time (the third of three)
