@@ -158,8 +158,7 @@ func (c *Conduit) calibrateBulk() {
 }
 
 // bulkSizes are the lengths timed: the outcome is non-temporal stores from
-// the first of them where they win, or from memcopy.Threshold, or never
-// (bulkChoose).
+// one of the smaller ones, from memcopy.Threshold, or never (bulkChoose).
 var bulkSizes = [...]int{4 << 10, 8 << 10, 16 << 10, poolBufSize}
 
 // A step word: bit 0 the way (cached), bits 1-2 the size (an index into
