@@ -58,6 +58,17 @@ func tcpTopology(e *rankEnv) {
 // rank, across the hosts and inside them.
 func TestTCPAMAndRMA(t *testing.T) { runTCP(t, 4, 2, jobOpts{segSize: 1 << 20}, tcpAMAndRMA) }
 
+// TestTCPManyHosts: the same over five pretend hosts of one rank each, so
+// that every rank has four connections and polls them through the tcp
+// conduit's ready set (internal/conduit/tcp, ready.go) in each wait mode.
+func TestTCPManyHosts(t *testing.T) {
+	for _, mode := range []gex.WaitMode{gex.WaitSpin, gex.WaitBlock, gex.WaitSpinBlock} {
+		t.Run(mode.String(), func(t *testing.T) {
+			runTCP(t, 5, 5, jobOpts{segSize: 1 << 20, waitMode: mode}, tcpAMAndRMA)
+		})
+	}
+}
+
 func tcpAMAndRMA(e *rankEnv) {
 	var got atomic.Int64
 	err := e.ep.RegisterHandlers([]gex.AMEntry{

@@ -37,9 +37,13 @@ func BenchmarkReadEmpty(b *testing.B) {
 // BenchmarkShortRoundTrip: a Short request answered by a Short reply from
 // its handler, rank 1 polling on its own goroutine, rank 0 busy-polling
 // for the reply (an AM Short round trip without gex above the transport).
-func BenchmarkShortRoundTrip(b *testing.B) {
+func BenchmarkShortRoundTrip(b *testing.B) { shortRoundTrip(b, 2) }
+
+// shortRoundTrip is BenchmarkShortRoundTrip between ranks 0 and 1 of n
+// joined in a mesh (meshTransports); the others stay quiet.
+func shortRoundTrip(b *testing.B, n int) {
 	var replies atomic.Int64
-	trs := pairTransports(b, func(r int, tr *Transport) conduit.Delivery {
+	trs := meshTransports(b, n, func(r int, tr *Transport) conduit.Delivery {
 		return func(in *conduit.Incoming) {
 			if !in.IsReq {
 				replies.Add(1)
@@ -56,6 +60,7 @@ func BenchmarkShortRoundTrip(b *testing.B) {
 			trs[1].Poll(false, trs[1].d)
 		}
 	}()
+	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		if err := trs[0].Send(1, conduit.Header{Cat: conduit.Short, IsReq: true, Handler: 1}, nil, 0); err != nil {

@@ -159,6 +159,7 @@ func (t *Transport) lose(l *link, err error) {
 		return
 	}
 	t.w.forget(l)
+	t.rs.forget(l)
 	if t.closed.Load() || err == io.EOF {
 		return
 	}

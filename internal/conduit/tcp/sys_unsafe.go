@@ -69,3 +69,17 @@ func ppoll(fds []unix.PollFd, ts *unix.Timespec) {
 	}
 	unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
 }
+
+// epollWaitNB is epoll_pwait(2) on epfd with no timeout and no signal mask
+// (it never sleeps, so it skips the runtime's system-call bookkeeping, as
+// readNB does), into ev. It returns the number of events.
+func epollWaitNB(epfd int, ev []unix.EpollEvent) (int, error) {
+	if len(ev) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&ev[0])), uintptr(len(ev)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

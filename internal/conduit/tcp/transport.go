@@ -52,6 +52,7 @@ type Transport struct {
 	d         conduit.Delivery // set by SetDelivery before any traffic
 	class     *[2]sync.Mutex   // set by SetClassLocks: [0] Requests, [1] Replies (may be nil)
 	w         waker
+	rs        readySet // guarded by dmu (ready.go)
 	// sleepHook, if set (tests), runs before each of awaitLong's ppoll(2)
 	// sleeps, with t.dmu and the link's rmu held.
 	sleepHook func()
@@ -340,6 +341,9 @@ func (t *Transport) ready() error {
 		l.pfd = make([]unix.PollFd, 1+len(t.links))
 		l.rpfd = make([]unix.PollFd, len(t.links))
 	}
+	if err := t.rs.start(t); err != nil {
+		return err
+	}
 	return t.w.start(t)
 }
 
@@ -484,9 +488,7 @@ func (t *Transport) writeVec(l *link, vec [][]byte, isReq bool) error {
 // writer and may use l.pfd).
 func (t *Transport) waitWritable(l *link, w int, isReq, writer bool) {
 	if d := t.d; d != nil && t.dmu.TryLock() {
-		for _, k := range t.links {
-			t.serve(k, !isReq, false, d) // a sender (maybe the user's) never sleeps here
-		}
+		t.serveAll(!isReq, false, d) // a sender (maybe the user's) never sleeps here
 		t.dmu.Unlock()
 	} else {
 		t.fillAll()
@@ -608,10 +610,7 @@ func (t *Transport) poll(repliesOnly, wait bool, d conduit.Delivery) int {
 		t.fillAll()
 		return 0
 	}
-	n := 0
-	for _, l := range t.links {
-		n += t.serve(l, repliesOnly, wait, d)
-	}
+	n := t.serveAll(repliesOnly, wait, d)
 	t.dmu.Unlock()
 	if n > 0 {
 		// What the handlers sent (the acknowledgements of a put's Longs,
@@ -631,6 +630,9 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.w.stop()
+	t.dmu.Lock()
+	t.rs.close()
+	t.dmu.Unlock()
 	var errs []error
 	for _, l := range t.peers {
 		if l == nil {

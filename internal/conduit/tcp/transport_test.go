@@ -1,8 +1,8 @@
 package tcp
 
 import (
+	"fmt"
 	"hash/crc32"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,33 +16,62 @@ import (
 // TCP connection, each delivering through the Delivery mk gives its rank.
 func pairTransports(t testing.TB, mk func(rank int, tr *Transport) conduit.Delivery) [2]*Transport {
 	t.Helper()
-	a, b := nettest.TCPPair(t)
-	var trs [2]*Transport
-	for r, c := range []*net.TCPConn{a, b} {
+	trs := meshTransports(t, 2, mk)
+	return [2]*Transport{trs[0], trs[1]}
+}
+
+// meshTransports is pairTransports for n ranks, every pair joined by its
+// own loopback connection (as n ranks on n hosts).
+func meshTransports(t testing.TB, n int, mk func(rank int, tr *Transport) conduit.Delivery) []*Transport {
+	t.Helper()
+	trs := make([]*Transport, n)
+	for r := range trs {
 		tr := New(Config{MaxPayload: 1 << 16, MaxLong: 1 << 20})
-		tr.b, tr.rank, tr.size, tr.wake, tr.peers = &fakeBoot{rank: r, size: 2}, r, 2, func() {}, make([]*link, 2)
-		if err := tr.add(1-r, c); err != nil {
-			t.Fatal(err)
+		tr.b, tr.rank, tr.size, tr.wake, tr.peers = &fakeBoot{rank: r, size: n}, r, n, func() {}, make([]*link, n)
+		trs[r] = tr
+	}
+	for r := range n {
+		for q := r + 1; q < n; q++ {
+			a, b := nettest.TCPPair(t)
+			if err := trs[r].add(q, a); err != nil {
+				t.Fatal(err)
+			}
+			if err := trs[q].add(r, b); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	for r, tr := range trs {
 		if err := tr.ready(); err != nil {
 			t.Fatal(err)
 		}
 		tr.SetDelivery(mk(r, tr))
-		trs[r] = tr
 	}
-	t.Cleanup(func() { trs[0].Close(); trs[1].Close() })
+	t.Cleanup(func() {
+		for _, tr := range trs {
+			tr.Close()
+		}
+	})
 	return trs
 }
 
-// TestTransportFloodBothWays: each side sends Mediums of up to 64 KiB from
-// two goroutines while a third polls, and every request handler replies
-// with the payload; both sockets fill, so blocked writers must poll (and
-// replies sent from handlers during a blocked write must queue) or the two
-// sides deadlock. Every request and reply is checked (length and CRC-32).
+// TestTransportFloodBothWays: each rank sends Mediums of up to 64 KiB to
+// every other rank from two goroutines while a third polls, and every
+// request handler replies with the payload; the sockets fill, so blocked
+// writers must poll (and replies sent from handlers during a blocked write
+// must queue) or the ranks deadlock. Every request and reply is checked
+// (length and CRC-32). Two ranks have one connection each; five have four,
+// which their polls serve through the ready set (ready.go).
 func TestTransportFloodBothWays(t *testing.T) {
-	const perSender, senders = 600, 2
-	var got, replies, bad [2]atomic.Int64
-	trs := pairTransports(t, func(r int, tr *Transport) conduit.Delivery {
+	for _, n := range []int{2, 5} {
+		t.Run(fmt.Sprintf("%d ranks", n), func(t *testing.T) { transportFlood(t, n, 1200/n) })
+	}
+}
+
+func transportFlood(t *testing.T, size, perSender int) {
+	const senders = 2
+	got, replies, bad := make([]atomic.Int64, size), make([]atomic.Int64, size), make([]atomic.Int64, size)
+	trs := meshTransports(t, size, func(r int, tr *Transport) conduit.Delivery {
 		return func(in *conduit.Incoming) {
 			if int(in.Args[1]) != len(in.Payload) || crc32.ChecksumIEEE(in.Payload) != uint32(in.Args[0]) {
 				bad[r].Add(1)
@@ -58,6 +87,9 @@ func TestTransportFloodBothWays(t *testing.T) {
 			}
 		}
 	})
+	if on := trs[0].rs.on(); on != (size-1 >= readySetMin) {
+		t.Fatalf("%d ranks: ready set on = %v", size, on)
+	}
 	var stop atomic.Bool
 	var wg, pollers sync.WaitGroup
 	for r := range trs {
@@ -84,7 +116,8 @@ func TestTransportFloodBothWays(t *testing.T) {
 					p := buf[:n]
 					h := conduit.Header{Cat: conduit.Medium, IsReq: true, Handler: 1, NArgs: 2}
 					h.Args[0], h.Args[1] = int32(crc32.ChecksumIEEE(p)), int32(n)
-					if err := trs[r].Send(1-r, h, p, 0); err != nil {
+					dst := (r + 1 + (i+s)%(size-1)) % size
+					if err := trs[r].Send(dst, h, p, 0); err != nil {
 						t.Errorf("rank %d: %v", r, err)
 						return
 					}
@@ -95,16 +128,23 @@ func TestTransportFloodBothWays(t *testing.T) {
 	wg.Wait()
 	want := int64(perSender * senders)
 	deadline := time.Now().Add(60 * time.Second)
-	for r := range trs {
-		for (got[1-r].Load() < want || replies[r].Load() < want) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+	total := func(v []atomic.Int64) (n int64) {
+		for i := range v {
+			n += v[i].Load()
 		}
+		return n
+	}
+	for (total(got) < want*int64(size) || total(replies) < want*int64(size)) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
 	stop.Store(true)
 	pollers.Wait()
 	for r := range trs {
-		if got[r].Load() != want || replies[r].Load() != want || bad[r].Load() != 0 {
-			t.Errorf("rank %d: %d requests and %d replies arrived (want %d each), %d wrong", r, got[r].Load(), replies[r].Load(), want, bad[r].Load())
+		if replies[r].Load() != want || bad[r].Load() != 0 {
+			t.Errorf("rank %d: %d replies arrived (want %d), %d AMs wrong", r, replies[r].Load(), want, bad[r].Load())
 		}
+	}
+	if total(got) != want*int64(size) {
+		t.Errorf("%d requests arrived, want %d", total(got), want*int64(size))
 	}
 }
