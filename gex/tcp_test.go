@@ -64,9 +64,17 @@ func TestTCPAMAndRMA(t *testing.T) { runTCP(t, 4, 2, jobOpts{segSize: 1 << 20}, 
 func TestTCPManyHosts(t *testing.T) {
 	for _, mode := range []gex.WaitMode{gex.WaitSpin, gex.WaitBlock, gex.WaitSpinBlock} {
 		t.Run(mode.String(), func(t *testing.T) {
-			runTCP(t, 5, 5, jobOpts{segSize: 1 << 20, waitMode: mode}, tcpAMAndRMA)
+			runTCP(t, 5, 5, jobOpts{segSize: 1 << 20, waitMode: mode}, tcpManyHosts)
 		})
 	}
+}
+
+// tcpManyHosts is tcpAMAndRMA for ranks alone on their hosts.
+func tcpManyHosts(e *rankEnv) {
+	if nb, _ := e.c.QueryNbrhdInfo(); len(nb) != 1 {
+		e.Fatalf("neighbourhood of %d ranks, want 1 (a host per rank)", len(nb))
+	}
+	tcpAMAndRMA(e)
 }
 
 func tcpAMAndRMA(e *rankEnv) {
@@ -225,39 +233,62 @@ func TestNetns(t *testing.T) {
 	}
 }
 
-// TestNetnsHostLost: both ranks of one host die (SIGKILL) while the other
-// host's ranks wait for them in a barrier; the job ends within 5 s with a
+// TestNetnsManyHosts: AMs of every category and RMA among five namespace
+// hosts of one rank each: every rank has four connections, which its polls
+// serve through the tcp conduit's ready set (internal/conduit/tcp, ready.go),
+// in each wait mode.
+func TestNetnsManyHosts(t *testing.T) {
+	if os.Getenv(envConduit) == "loop" {
+		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
+	}
+	adjust := inNetns(t, 5)
+	for _, mode := range []gex.WaitMode{gex.WaitSpin, gex.WaitBlock, gex.WaitSpinBlock} {
+		o := jobOpts{segSize: 1 << 20, env: []string{"GEX_CONDUIT=tcp"}, launch: adjust, waitMode: mode}
+		t.Run(mode.String(), func(t *testing.T) { runSMP(t, 5, o, tcpManyHosts) })
+	}
+}
+
+// TestNetnsHostLost: the ranks of one host die (SIGKILL) while the other
+// hosts' ranks wait for them in a barrier; the job ends within 5 s with a
 // message naming a lost rank (from the launcher, or from a survivor whose
-// connection broke), and nothing is left behind (spmdtest checks
-// for leftover processes and shared memory).
+// connection broke), and nothing is left behind (spmdtest checks for
+// leftover processes and shared memory). Two hosts of two ranks (one
+// connection to each remote rank), and five hosts of one rank, whose
+// survivors poll their four connections through the ready set.
 func TestNetnsHostLost(t *testing.T) {
 	if os.Getenv(envConduit) == "loop" {
 		t.Skipf("%s=loop: the tcp conduit runs between processes", envConduit)
 	}
-	var opts []spmdtest.Option
-	var out string
-	if adjust := inNetns(t, 2); adjust != nil {
-		opts = append(opts, spmdtest.Env("GEX_CONDUIT=tcp"), spmdtest.ExpectExit(1), spmdtest.Output(&out),
-			spmdtest.Timeout(5*time.Second), spmdtest.Launch(adjust))
-	}
-	spmdtest.Run(t, 4, func(t *testing.T) {
-		_, _, tm, err := gex.ClientInit("HOSTLOST", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, _ := tm.BarrierNB(0)
-		ev.Wait()
-		if tm.QueryRank() >= 2 {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}
-		ev, _ = tm.BarrierNB(0) // never completes: host 1 is gone
-		ev.Wait()
-		t.Fatal("the barrier completed without the lost host")
-	}, opts...)
-	// Either the launcher sees the death first, or a surviving rank sees its
-	// connection to the lost host break; both name a lost rank.
-	lost := regexp.MustCompile(`rank [23] \(pid \d+\) was killed by signal SIGKILL|lost the connection to rank [23]`)
-	if !inRank() && !lost.MatchString(out) {
-		t.Fatalf("the job's output does not name a lost rank:\n%s", out)
+	for _, tc := range []struct{ ranks, hosts, firstLost int }{{4, 2, 2}, {5, 5, 4}} {
+		t.Run(fmt.Sprintf("%d hosts", tc.hosts), func(t *testing.T) {
+			var opts []spmdtest.Option
+			var out string
+			if adjust := inNetns(t, tc.hosts); adjust != nil {
+				opts = append(opts, spmdtest.Env("GEX_CONDUIT=tcp"), spmdtest.ExpectExit(1), spmdtest.Output(&out),
+					spmdtest.Timeout(5*time.Second), spmdtest.Launch(adjust))
+			}
+			spmdtest.Run(t, tc.ranks, func(t *testing.T) {
+				_, _, tm, err := gex.ClientInit("HOSTLOST", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev, _ := tm.BarrierNB(0)
+				ev.Wait()
+				if int(tm.QueryRank()) >= tc.firstLost {
+					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+				ev, _ = tm.BarrierNB(0) // never completes: the last host is gone
+				ev.Wait()
+				t.Fatal("the barrier completed without the lost host")
+			}, opts...)
+			// Either the launcher sees the death first, or a surviving rank
+			// sees its connection to the lost host break; both name a lost
+			// rank.
+			lost := regexp.MustCompile(fmt.Sprintf(`rank [%d-%d] \(pid \d+\) was killed by signal SIGKILL|lost the connection to rank [%d-%d]`,
+				tc.firstLost, tc.ranks-1, tc.firstLost, tc.ranks-1))
+			if !inRank() && !lost.MatchString(out) {
+				t.Fatalf("the job's output does not name a lost rank:\n%s", out)
+			}
+		})
 	}
 }
