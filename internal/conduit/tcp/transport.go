@@ -64,6 +64,10 @@ type link struct {
 	fd   int // the socket, non-blocking; -1 once closed (read and written under rmu and wmu)
 	sock int // the socket's number, for poll and epoll sets (never changes)
 	gone atomic.Bool
+	// armed: the socket is armed in the waker's one-shot set (waker.go):
+	// set by arm before it arms, cleared by the waker when the kernel
+	// reports (and so disarms) the socket.
+	armed atomic.Bool
 
 	// Send side: wmu guards everything below it up to rmu.
 	wmu     sync.Mutex

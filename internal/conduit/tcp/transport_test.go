@@ -24,10 +24,20 @@ func pairTransports(t testing.TB, mk func(rank int, tr *Transport) conduit.Deliv
 // own loopback connection (as n ranks on n hosts).
 func meshTransports(t testing.TB, n int, mk func(rank int, tr *Transport) conduit.Delivery) []*Transport {
 	t.Helper()
+	return meshTransportsWake(t, n, mk, nil)
+}
+
+// meshTransportsWake is meshTransports with wake(rank) as each rank's
+// doorbell (nil: none).
+func meshTransportsWake(t testing.TB, n int, mk func(rank int, tr *Transport) conduit.Delivery, wake func(rank int) func()) []*Transport {
+	t.Helper()
 	trs := make([]*Transport, n)
 	for r := range trs {
 		tr := New(Config{MaxPayload: 1 << 16, MaxLong: 1 << 20})
 		tr.b, tr.rank, tr.size, tr.wake, tr.peers = &fakeBoot{rank: r, size: n}, r, n, func() {}, make([]*link, n)
+		if wake != nil {
+			tr.wake = wake(r)
+		}
 		trs[r] = tr
 	}
 	for r := range n {

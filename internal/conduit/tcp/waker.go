@@ -70,6 +70,15 @@ func (w *waker) loop(t *Transport) {
 			return
 		}
 		if err == nil && n > 0 {
+			for _, ev := range evs[:n] {
+				// The kernel disarmed the socket as it reported it:
+				// the next arm must re-arm it. (Before the ring: a
+				// sleeper that skips it as still armed is woken by
+				// this very event.)
+				if l := t.linkBySock(int(ev.Fd)); l != nil {
+					l.armed.Store(false)
+				}
+			}
 			t.kready.Store(true)
 			t.wake()
 		}
@@ -77,7 +86,10 @@ func (w *waker) loop(t *Transport) {
 }
 
 // arm arms every socket (Sleep, before it sleeps): the waker rings once one
-// has input, at once if one has already.
+// has input, at once if one has already. A socket still armed from an
+// earlier sleep (none of its input reported since) is left as it is: an
+// idle rank that wakes every sleepCap to re-check its condition makes no
+// system call here.
 func (w *waker) arm(t *Transport) {
 	if w.done == nil {
 		return
@@ -88,9 +100,10 @@ func (w *waker) arm(t *Transport) {
 		return
 	}
 	for _, l := range t.links {
-		if l.gone.Load() {
+		if l.gone.Load() || l.armed.Load() {
 			continue
 		}
+		l.armed.Store(true) // before: an event after the MOD must leave it false
 		ev := unix.EpollEvent{Events: armed, Fd: int32(l.sock)}
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, l.sock, &ev)
 	}
@@ -127,4 +140,14 @@ func (w *waker) stop() {
 	if w.evfd >= 0 {
 		unix.Close(w.evfd)
 	}
+}
+
+// linkBySock returns the link of socket fd, or nil.
+func (t *Transport) linkBySock(fd int) *link {
+	for _, l := range t.links {
+		if l.sock == fd {
+			return l
+		}
+	}
+	return nil
 }
