@@ -3,6 +3,7 @@ package tcp
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -30,13 +31,15 @@ import (
 // had it arrived just after its read; a sleeper arms the waker's one-shot
 // set first (waker.go), which fires at once for a socket that holds bytes.
 //
-// The wait, ev and hot are used under t.dmu (one deliverer at a time); mu
-// guards epfd against close for the calls made without t.dmu (forget).
+// The wait, ev and hot are used under t.dmu (one deliverer at a time). mu
+// orders forget and close; close does not wait for a poll (t.dmu may be
+// held by a handler while the job ends): a wait that meets the closed set
+// gets an error and serves every connection, which are closed too.
 type readySet struct {
-	epfd int               // -1: no set (fewer than readySetMin connections, or closed)
+	epfd atomic.Int32      // -1: no set (fewer than readySetMin connections, or closed)
 	ev   []unix.EpollEvent // the wait's events, one per connection
 	hot  []bool            // by link index: the last wait reported it readable
-	mu   sync.Mutex        // guards epfd for forget and close
+	mu   sync.Mutex        // orders forget and close
 }
 
 // readySetMin is the number of connections from which a Poll asks the
@@ -44,16 +47,17 @@ type readySet struct {
 // frame's arrival costs more through the set: the wait that reports it comes
 // before the read, and the sender's kernel queues the event
 // (BenchmarkShortRoundTripLinks: with one connection a round trip takes
-// 0.6-1.3 us more through the set, by the medians of two runs). From four connections the round trip
-// through the set measured as fast as or faster than reading every socket;
-// with two or three, slower (docs/tcp.md, "Many connections").
+// 0.6-1.3 us more through the set, by the medians of two runs). From four
+// connections the round trip through the set measured as fast as or faster
+// than reading every socket; with two or three, slower (docs/tcp.md, "Many
+// connections").
 var readySetMin = 4
 
 // start creates the set of t's connections when there are at least
 // readySetMin of them. Each event carries its connection's index in
 // t.links.
 func (s *readySet) start(t *Transport) error {
-	s.epfd = -1
+	s.epfd.Store(-1)
 	if len(t.links) < readySetMin {
 		return nil
 	}
@@ -68,20 +72,20 @@ func (s *readySet) start(t *Transport) error {
 			return fmt.Errorf("tcp: epoll_ctl: %w", err)
 		}
 	}
-	s.epfd = epfd
 	s.ev = make([]unix.EpollEvent, len(t.links))
 	s.hot = make([]bool, len(t.links))
+	s.epfd.Store(int32(epfd))
 	return nil
 }
 
 // on reports whether polls ask the set.
-func (s *readySet) on() bool { return s.epfd >= 0 }
+func (s *readySet) on() bool { return s.epfd.Load() >= 0 }
 
 // wait records which connections the kernel holds bytes for. On an error
 // (there should be none) every connection counts as readable. The caller
 // holds t.dmu and has checked on.
 func (s *readySet) wait() {
-	n, err := epollWaitNB(s.epfd, s.ev)
+	n, err := epollWaitNB(int(s.epfd.Load()), s.ev)
 	if err != nil {
 		for i := range s.hot {
 			s.hot[i] = true
@@ -119,18 +123,17 @@ func (s *readySet) want(i int, l *link) bool {
 func (s *readySet) forget(l *link) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.epfd >= 0 {
-		unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, l.sock, nil)
+	if fd := int(s.epfd.Load()); fd >= 0 {
+		unix.EpollCtl(fd, unix.EPOLL_CTL_DEL, l.sock, nil)
 	}
 }
 
-// close closes the set. The caller holds t.dmu, so no poll is waiting on it.
+// close closes the set.
 func (s *readySet) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.epfd >= 0 {
-		unix.Close(s.epfd)
-		s.epfd = -1
+	if fd := int(s.epfd.Swap(-1)); fd >= 0 {
+		unix.Close(fd)
 	}
 }
 

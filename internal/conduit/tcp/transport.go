@@ -52,7 +52,7 @@ type Transport struct {
 	d         conduit.Delivery // set by SetDelivery before any traffic
 	class     *[2]sync.Mutex   // set by SetClassLocks: [0] Requests, [1] Replies (may be nil)
 	w         waker
-	rs        readySet // guarded by dmu (ready.go)
+	rs        readySet // ready.go
 	// sleepHook, if set (tests), runs before each of awaitLong's ppoll(2)
 	// sleeps, with t.dmu and the link's rmu held.
 	sleepHook func()
@@ -634,9 +634,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.w.stop()
-	t.dmu.Lock()
 	t.rs.close()
-	t.dmu.Unlock()
 	var errs []error
 	for _, l := range t.peers {
 		if l == nil {
