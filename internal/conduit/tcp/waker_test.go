@@ -20,7 +20,12 @@ func TestWakerRearmsOnlyReported(t *testing.T) {
 			if r != 0 {
 				return func() {}
 			}
-			return func() { rings <- struct{}{} }
+			return func() {
+				select {
+				case rings <- struct{}{}:
+				default: // never block the waker's goroutine
+				}
+			}
 		})
 	tr := trs[0]
 	from1, from2 := tr.peers[1], tr.peers[2]
@@ -58,7 +63,10 @@ func TestWakerRearmsOnlyReported(t *testing.T) {
 		if !from2.armed.Load() {
 			t.Fatalf("round %d: the quiet socket lost its arming", round)
 		}
-		for tr.Poll(false, tr.d) == 0 {
+		for deadline := time.Now().Add(10 * time.Second); tr.Poll(false, tr.d) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the AM that rang was not delivered", round)
+			}
 		}
 		tr.Arm()
 		if !from1.armed.Load() {
