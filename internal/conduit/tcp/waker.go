@@ -10,14 +10,21 @@ import (
 // waker wakes a rank sleeping in the block wait mode when one of its sockets
 // becomes readable. The rank sleeps on its shared-memory doorbell (ranks of
 // its own host ring it too). The waker's goroutine waits in epoll_wait(2) on
-// an epoll set of every socket, each registered one-shot and disarmed; before
-// sleeping, the rank arms them (epoll_ctl, from its own goroutine: no
-// goroutine is woken to arm). When traffic arrives on an armed socket the
-// waker marks the transport kready (which Pending reports, so a ring that
-// comes before the sleeper is announced is not lost) and rings the doorbell;
-// the socket stays disarmed until the next sleep. In the spin wait mode
-// nothing is armed: the polling goroutine finds the bytes itself, and no
-// goroutine runs between the kernel and the handler.
+// an epoll set; before sleeping, the rank adds its sockets to it, one-shot
+// (epoll_ctl, from its own goroutine: no goroutine is woken to arm). When
+// traffic arrives on an armed socket the waker takes the socket out of the
+// set again, marks the transport kready (which Pending reports, so a ring
+// that comes before the sleeper is announced is not lost) and rings the
+// doorbell; the socket stays out of the set until the next sleep. In the
+// spin wait mode nothing is armed: the polling goroutine finds the bytes
+// itself, and no goroutine runs between the kernel and the handler.
+//
+// A socket is in the set only while armed, not left in it disarmed: a
+// socket with an epoll entry has a sleeper on its wait queue, and every
+// segment that reaches it then walks that queue (sock_def_readable ->
+// ep_poll_callback, with interrupts off) in the sender's system call, even
+// for an entry the one-shot has disarmed. A raw socket pays none of that
+// (docs/tcp.md, "Ninth campaign").
 type waker struct {
 	epfd, evfd int
 	done       chan struct{}
@@ -49,13 +56,6 @@ func (w *waker) start(t *Transport) error {
 		w.stop()
 		return fmt.Errorf("tcp: epoll_ctl: %w", err)
 	}
-	for _, l := range t.links {
-		ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(l.fd)} // disarmed
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, l.fd, &ev); err != nil {
-			w.stop()
-			return fmt.Errorf("tcp: epoll_ctl: %w", err)
-		}
-	}
 	w.done = make(chan struct{})
 	go w.loop(t)
 	return nil
@@ -72,10 +72,14 @@ func (w *waker) loop(t *Transport) {
 		if err == nil && n > 0 {
 			for _, ev := range evs[:n] {
 				// The kernel disarmed the socket as it reported it:
-				// the next arm must re-arm it. (Before the ring: a
-				// sleeper that skips it as still armed is woken by
-				// this very event.)
+				// take it out of the set, then let the next arm add
+				// it again. (The flag after the removal, so that an
+				// arm that sees it clear finds the socket out of the
+				// set; before the ring, so that a sleeper that skips
+				// the socket as still armed is woken by this very
+				// event.)
 				if l := t.linkBySock(int(ev.Fd)); l != nil {
+					unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, l.sock, nil)
 					l.armed.Store(false)
 				}
 			}
@@ -85,11 +89,11 @@ func (w *waker) loop(t *Transport) {
 	}
 }
 
-// arm arms every socket (Sleep, before it sleeps): the waker rings once one
-// has input, at once if one has already. A socket still armed from an
-// earlier sleep (none of its input reported since) is left as it is: an
-// idle rank that wakes every sleepCap to re-check its condition makes no
-// system call here.
+// arm arms every socket (Sleep, before it sleeps): adds it to the set,
+// one-shot; the waker rings once one has input, at once if one has
+// already. A socket still armed from an earlier sleep (none of its input
+// reported since) is left as it is: an idle rank that wakes every sleepCap
+// to re-check its condition makes no system call here.
 func (w *waker) arm(t *Transport) {
 	if w.done == nil {
 		return
@@ -103,14 +107,14 @@ func (w *waker) arm(t *Transport) {
 		if l.gone.Load() || l.armed.Load() {
 			continue
 		}
-		l.armed.Store(true) // before: an event after the MOD must leave it false
+		l.armed.Store(true) // before: an event after the ADD must leave it false
 		ev := unix.EpollEvent{Events: armed, Fd: int32(l.sock)}
-		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, l.sock, &ev)
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, l.sock, &ev)
 	}
 }
 
-// forget takes a lost connection out of the epoll set (it would be readable
-// for ever).
+// forget takes a lost connection out of the epoll set if it is armed there
+// (it would be readable for ever).
 func (w *waker) forget(l *link) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

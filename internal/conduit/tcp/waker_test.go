@@ -1,6 +1,9 @@
 package tcp
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +78,77 @@ func TestWakerRearmsOnlyReported(t *testing.T) {
 	}
 	send(2) // armed since the first Arm, never re-armed
 	ring("input from rank 2")
+}
+
+// TestWakerSetHoldsOnlyArmed: a socket is in the waker's epoll set only
+// while armed. Before the first Arm the set holds no socket, Arm adds every
+// one, and the waker takes a socket out as it reports it; the next Arm adds
+// it again. (An entry left in the set, even disarmed, puts a sleeper on the
+// socket's wait queue, which every arriving segment then walks.) Read from
+// the kernel's own list of the set, /proc/self/fdinfo.
+func TestWakerSetHoldsOnlyArmed(t *testing.T) {
+	rings := make(chan struct{}, 16)
+	trs := meshTransportsWake(t, 3, func(int, *Transport) conduit.Delivery { return func(*conduit.Incoming) {} },
+		func(r int) func() {
+			if r != 0 {
+				return func() {}
+			}
+			return func() {
+				select {
+				case rings <- struct{}{}:
+				default:
+				}
+			}
+		})
+	tr := trs[0]
+	s1, s2 := tr.peers[1].sock, tr.peers[2].sock
+	inSet := func() map[int]bool {
+		t.Helper()
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", tr.w.epfd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int]bool{}
+		for _, line := range strings.Split(string(b), "\n") {
+			var fd int
+			if _, err := fmt.Sscanf(line, "tfd: %d", &fd); err == nil && fd != tr.w.evfd {
+				m[fd] = true
+			}
+		}
+		return m
+	}
+	if got := inSet(); len(got) != 0 {
+		t.Fatalf("before any Arm the set holds sockets %v", got)
+	}
+	tr.Arm()
+	if got := inSet(); !got[s1] || !got[s2] || len(got) != 2 {
+		t.Fatalf("after Arm the set holds %v, want sockets %d and %d", got, s1, s2)
+	}
+	if err := trs[1].Send(0, conduit.Header{Cat: conduit.Short, IsReq: true, Handler: 1}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	trs[1].Poll(false, trs[1].d)
+	select {
+	case <-rings:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ring after input from rank 1")
+	}
+	for deadline := time.Now().Add(10 * time.Second); tr.peers[1].armed.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the reported socket still counts as armed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := inSet(); got[s1] || !got[s2] {
+		t.Fatalf("after rank 1's input rang, the set holds %v: want socket %d out, %d in", got, s1, s2)
+	}
+	for deadline := time.Now().Add(10 * time.Second); tr.Poll(false, tr.d) == 0; { // else the next Arm reports it again at once
+		if time.Now().After(deadline) {
+			t.Fatal("the AM that rang was not delivered")
+		}
+	}
+	tr.Arm()
+	if got := inSet(); !got[s1] || !got[s2] {
+		t.Fatalf("after the next Arm the set holds %v, want %d and %d", got, s1, s2)
+	}
 }
