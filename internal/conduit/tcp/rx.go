@@ -139,6 +139,7 @@ func (t *Transport) fill(l *link, grow bool) bool {
 func (t *Transport) readResult(l *link, n int, err error, midFrame bool) bool {
 	switch {
 	case err == nil && n > 0:
+		t.w.noteRead(l)
 		return true
 	case err == unix.EAGAIN || err == unix.EINTR:
 		return false

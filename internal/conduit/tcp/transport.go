@@ -68,6 +68,11 @@ type link struct {
 	// set by arm before it arms, cleared by the waker when the kernel
 	// reports (and so disarms) the socket.
 	armed atomic.Bool
+	// inSet: the socket is in the waker's set, armed or not (changed under
+	// the waker's mu); sinceArm counts the reads that found bytes on it
+	// since it was last armed, while it is in the set (waker.noteRead).
+	inSet    atomic.Bool
+	sinceArm atomic.Uint32
 
 	// Send side: wmu guards everything below it up to rmu.
 	wmu     sync.Mutex
