@@ -10,15 +10,13 @@ import (
 	"github.com/gexgo/gexgo/internal/conduit"
 )
 
-// TestWakerRearmsOnlyReported: Arm arms a socket once and leaves it armed
-// over later Arms until its input has been reported (an idle rank that
-// wakes every sleepCap makes no epoll_ctl); the report rings the waker's
-// bell; the next Arm re-arms it, and the next input rings again. Over a
-// mesh of three ranks, so that the socket that rang is told apart from the
-// one that did not.
-func TestWakerRearmsOnlyReported(t *testing.T) {
+// ringingMesh joins three transports in a mesh; ring waits (at most 10 s)
+// for a ring of rank 0's waker, failing with what it waited after. Over
+// three ranks, so that a socket that rang is told apart from one that did
+// not.
+func ringingMesh(t *testing.T) (trs []*Transport, ring func(after string)) {
 	rings := make(chan struct{}, 16)
-	trs := meshTransportsWake(t, 3, func(int, *Transport) conduit.Delivery { return func(*conduit.Incoming) {} },
+	trs = meshTransportsWake(t, 3, func(int, *Transport) conduit.Delivery { return func(*conduit.Incoming) {} },
 		func(r int) func() {
 			if r != 0 {
 				return func() {}
@@ -30,6 +28,22 @@ func TestWakerRearmsOnlyReported(t *testing.T) {
 				}
 			}
 		})
+	return trs, func(after string) {
+		t.Helper()
+		select {
+		case <-rings:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no ring after %s", after)
+		}
+	}
+}
+
+// TestWakerRearmsOnlyReported: Arm arms a socket once and leaves it armed
+// over later Arms until its input has been reported (an idle rank that
+// wakes every sleepCap makes no epoll_ctl); the report rings the waker's
+// bell; the next Arm re-arms it, and the next input rings again.
+func TestWakerRearmsOnlyReported(t *testing.T) {
+	trs, ring := ringingMesh(t)
 	tr := trs[0]
 	from1, from2 := tr.peers[1], tr.peers[2]
 	h := conduit.Header{Cat: conduit.Short, IsReq: true, Handler: 1}
@@ -39,14 +53,6 @@ func TestWakerRearmsOnlyReported(t *testing.T) {
 			t.Fatal(err)
 		}
 		trs[src].Poll(false, trs[src].d) // writes it if it was batched
-	}
-	ring := func(what string) {
-		t.Helper()
-		select {
-		case <-rings:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no ring after %s", what)
-		}
 	}
 	for range 3 {
 		tr.Arm()
@@ -88,19 +94,7 @@ func TestWakerRearmsOnlyReported(t *testing.T) {
 // Arm adds it back. Read from the kernel's own list of the set,
 // /proc/self/fdinfo.
 func TestWakerSetKeepsOnlySleepySockets(t *testing.T) {
-	rings := make(chan struct{}, 16)
-	trs := meshTransportsWake(t, 3, func(int, *Transport) conduit.Delivery { return func(*conduit.Incoming) {} },
-		func(r int) func() {
-			if r != 0 {
-				return func() {}
-			}
-			return func() {
-				select {
-				case rings <- struct{}{}:
-				default:
-				}
-			}
-		})
+	trs, ring := ringingMesh(t)
 	tr := trs[0]
 	s1, s2 := tr.peers[1].sock, tr.peers[2].sock
 	inSet := func() map[int]bool {
@@ -119,21 +113,17 @@ func TestWakerSetKeepsOnlySleepySockets(t *testing.T) {
 		return m
 	}
 	// oneAM sends one Short from rank 1 and polls rank 0 until it is
-	// delivered: one read that finds bytes. ring: first wait for the
+	// delivered: one read that finds bytes. waitRing: first wait for the
 	// waker's ring (an event whose bytes are read before the waker looks
 	// is not reported).
-	oneAM := func(ring bool) {
+	oneAM := func(waitRing bool) {
 		t.Helper()
 		if err := trs[1].Send(0, conduit.Header{Cat: conduit.Short, IsReq: true, Handler: 1}, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		trs[1].Poll(false, trs[1].d)
-		if ring {
-			select {
-			case <-rings:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no ring after input from rank 1")
-			}
+		if waitRing {
+			ring("input from rank 1")
 		}
 		for deadline := time.Now().Add(10 * time.Second); tr.Poll(false, tr.d) == 0; {
 			if time.Now().After(deadline) {
