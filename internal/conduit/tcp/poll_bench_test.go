@@ -106,3 +106,40 @@ func BenchmarkRawRoundTrip(b *testing.B) {
 	stop.Store(true)
 	<-done
 }
+
+// BenchmarkEpollRearm and BenchmarkEpollAddRemove are the two ways the
+// waker can keep a socket between sleeps (waker.go, dropAfter): re-arming
+// its one-shot entry in place (EPOLL_CTL_MOD), or adding the socket at an
+// arming and removing it again (EPOLL_CTL_ADD + EPOLL_CTL_DEL).
+func BenchmarkEpollRearm(b *testing.B) { epollArming(b, false) }
+
+func BenchmarkEpollAddRemove(b *testing.B) { epollArming(b, true) }
+
+func epollArming(b *testing.B, addRemove bool) {
+	trs := pairTransports(b, func(int, *Transport) conduit.Delivery { return func(*conduit.Incoming) {} })
+	sock := trs[0].links[0].sock
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(epfd)
+	ev := unix.EpollEvent{Events: armed, Fd: int32(sock)}
+	if !addRemove {
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, sock, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if addRemove {
+			if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, sock, &ev); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, sock, nil); err != nil {
+				b.Fatal(err)
+			}
+		} else if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_MOD, sock, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
