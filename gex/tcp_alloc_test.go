@@ -2,8 +2,11 @@ package gex_test
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -68,13 +71,13 @@ func tcpNoAllocs(e *rankEnv) {
 		// sudogs) counts as mallocs of the process and is not the library's.
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		e.Check(e.c.BlockUntil(mark.Load), "BlockUntil")
-		before := heapAllocs()
+		before, threads0 := heapAllocs(), osThreads()
 		n0 := served.Load()
 		e.Check(e.c.BlockUntil(stop.Load), "BlockUntil")
-		after := heapAllocs()
+		after, threads1 := heapAllocs(), osThreads()
 		n := served.Load() - n0
 		if allocs := after - before; n < tcpAllocOps || allocs*1000 > uint64(n) {
-			e.Errorf("serving %d requests over tcp (after %d unmeasured) allocated %d times, want 0", n, n0, allocs)
+			e.Errorf("serving %d requests over tcp (after %d unmeasured) allocated %d times, want 0 (OS threads %d -> %d)", n, n0, allocs, threads0, threads1)
 		}
 		return
 	}
@@ -100,6 +103,19 @@ func tcpNoAllocs(e *rankEnv) {
 // world: runtime.ReadMemStats does, and restarting the world may start an
 // OS thread, whose runtime structures (7 allocations) then counted in the
 // window as if the library had made them (seen on a loaded machine).
+// osThreads is the process's count of OS threads (/proc/self/status), 0 if
+// unknown.
+func osThreads() int {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
 func heapAllocs() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/tiny/allocs:objects"}}
 	metrics.Read(s)
